@@ -1,0 +1,157 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Read the Ray dashboard's state API and decide whether a cluster is complete.
+
+Plain Python, standard library only: unit-tested without Ansible or Ray, and
+shipped to managed hosts by Ansible's module_utils mechanism.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlencode
+from urllib.request import Request, urlopen
+
+ALIVE_NODES_QUERY = urlencode(
+    {"filter_keys": "state", "filter_predicates": "=", "filter_values": "ALIVE", "limit": 10000, "detail": "true"}
+)
+
+
+class DashboardUnreachable(Exception):
+    """The dashboard did not answer with usable JSON (connection refused, HTTP error, bad body)."""
+
+
+def nodes_url(dashboard_url):
+    return dashboard_url.rstrip("/") + "/api/v0/nodes?" + ALIVE_NODES_QUERY
+
+
+def parse_nodes(payload):
+    """Turn the JSON of ``GET /api/v0/nodes`` into a list of node dicts.
+
+    Only ALIVE nodes are kept (the query already filters, this guards against a
+    server that ignores the filter). A node without a ``GPU`` key in
+    ``resources_total`` has 0 GPUs.
+    """
+    if isinstance(payload, (bytes, str)):
+        try:
+            payload = json.loads(payload)
+        except ValueError as exc:
+            raise DashboardUnreachable("the dashboard answered with something that is not JSON: %s" % exc)
+    try:
+        if payload.get("result") is False:
+            raise DashboardUnreachable("the dashboard reported an error: %s" % payload.get("msg", "no message"))
+        rows = payload["data"]["result"]["result"]
+    except (AttributeError, KeyError, TypeError):
+        raise DashboardUnreachable(
+            "unexpected JSON from the dashboard (no data.result.result list); is this a Ray dashboard?"
+        )
+    nodes = []
+    for row in rows:
+        if row.get("state", "ALIVE") != "ALIVE":
+            continue
+        resources = row.get("resources_total") or {}
+        nodes.append(
+            {
+                "ip": row.get("node_ip"),
+                "node_id": row.get("node_id"),
+                "is_head": bool(row.get("is_head_node", False)),
+                "gpus": float(resources.get("GPU", 0) or 0),
+                "cpus": float(resources.get("CPU", 0) or 0),
+            }
+        )
+    nodes.sort(key=lambda n: (not n["is_head"], n["ip"] or "", n["node_id"] or ""))
+    return nodes
+
+
+def summarize(nodes, min_nodes, min_gpus=0.0, expected_ips=()):
+    """Compare the live nodes with what is required. Returns a result dict."""
+    live_ips = set(n["ip"] for n in nodes)
+    missing = [ip for ip in expected_ips if ip not in live_ips]
+    total_gpus = float(sum(n["gpus"] for n in nodes))
+    return {
+        "alive_nodes": len(nodes),
+        "total_gpus": total_gpus,
+        "nodes": nodes,
+        "missing_ips": missing,
+        "ready": len(nodes) >= min_nodes and total_gpus >= float(min_gpus) and not missing,
+    }
+
+
+def shortfall_message(summary, min_nodes, min_gpus, waited, dashboard_url):
+    return (
+        "Ray cluster at %s not ready after %ss: %d/%d ALIVE nodes, %s/%s GPUs, missing IPs: %s. "
+        "Check `journalctl -u ray-worker` on the missing hosts and that they reach the head's GCS port."
+        % (
+            dashboard_url,
+            _num(waited),
+            summary["alive_nodes"],
+            min_nodes,
+            _num(summary["total_gpus"]),
+            _num(min_gpus),
+            ", ".join(summary["missing_ips"]) or "none",
+        )
+    )
+
+
+def _num(value):
+    value = float(value)
+    return str(int(value)) if value.is_integer() else str(value)
+
+
+def fetch_nodes(dashboard_url, token=None, timeout=10.0, opener=None):
+    """GET the ALIVE nodes. Raises DashboardUnreachable with the reason."""
+    headers = {"Accept": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer %s" % token
+    request = Request(nodes_url(dashboard_url), headers=headers)
+    opener = opener or urlopen
+    try:
+        response = opener(request, timeout=timeout)
+        try:
+            body = response.read()
+        finally:
+            response.close()
+    except HTTPError as exc:
+        hint = " (token missing or wrong?)" if exc.code in (401, 403) else ""
+        raise DashboardUnreachable("HTTP %s from %s%s" % (exc.code, dashboard_url, hint))
+    except (URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise DashboardUnreachable("cannot reach %s: %s" % (dashboard_url, reason))
+    return parse_nodes(body)
+
+
+def wait_for_cluster(
+    fetch,
+    min_nodes,
+    min_gpus=0.0,
+    expected_ips=(),
+    timeout=300,
+    interval=2.0,
+    clock=time.monotonic,
+    sleep=time.sleep,
+):
+    """Poll ``fetch()`` until the cluster is complete or ``timeout`` seconds pass.
+
+    Returns ``(ok, summary, error)``: ``summary`` is the last successful reading
+    (or None), ``error`` the last DashboardUnreachable message when the most
+    recent attempt failed (None otherwise).
+    """
+    start = clock()
+    summary = None
+    error = None
+    while True:
+        try:
+            summary = summarize(fetch(), min_nodes, min_gpus, expected_ips)
+            error = None
+        except DashboardUnreachable as exc:
+            error = str(exc)
+        if summary is not None and error is None and summary["ready"]:
+            return True, summary, None
+        elapsed = clock() - start
+        if elapsed >= timeout:
+            return False, summary, error
+        sleep(max(0.0, min(interval, timeout - elapsed)))

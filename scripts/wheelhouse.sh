@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Build the wheelhouse the sandbox hosts install from (they get no index access,
+# like an air-gapped fleet). Wheels are built for this machine's platform and
+# Python X.Y, which match the Debian 12 host image (Python 3.11, glibc 2.36).
+#   scripts/wheelhouse.sh DIR REQUIREMENT...
+# Re-running with the same requirements downloads nothing new.
+set -euo pipefail
+dest=$1; shift
+mkdir -p "$dest"
+stamp="$dest/.requirements"
+want=$(printf '%s\n' "$@" | sort)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  echo "wheelhouse $dest: up to date"
+  exit 0
+fi
+# One resolution per requirement: two versions of one package cannot share a resolve.
+for req in "$@"; do
+  python3 -m pip wheel --quiet --wheel-dir "$dest" "$req"
+done
+printf '%s\n' "$want" >"$stamp"
+echo "wheelhouse $dest: $(ls "$dest"/*.whl | wc -l) wheels, $(du -sh "$dest" | cut -f1)"
