@@ -235,18 +235,14 @@ def parse_topology(text):
             nic_rows += 1
             continue
         if nic_rows or int(gpu.group(1)) != len(matrix):
-            raise ParseError(
-                "cannot parse %s: %s (expected the row of GPU%d)" % (where, _quote(raw), len(matrix))
-            )
+            raise ParseError("cannot parse %s: %s (expected the row of GPU%d)" % (where, _quote(raw), len(matrix)))
         if len(matrix) >= len(gpu_cols):
             raise ParseError(
                 "cannot parse %s: %s (the header has only %d GPU columns)" % (where, _quote(raw), len(gpu_cols))
             )
         row = links[: len(gpu_cols)]
         if row[len(matrix)] != "X":
-            raise ParseError(
-                "cannot parse %s: %s (GPU%d is not X against itself)" % (where, _quote(raw), len(matrix))
-            )
+            raise ParseError("cannot parse %s: %s (GPU%d is not X against itself)" % (where, _quote(raw), len(matrix)))
         matrix.append(row)
         # "0-47,96-143\t0\t\tN/A": empty cells between the affinity columns are padding.
         gpu_extras.append([c for c in values[width:] if c])
@@ -367,10 +363,11 @@ def check_expectations(
     if expected_gpu_name:
         wrong = [g for g in facts["gpus"] if expected_gpu_name.lower() not in g["name"].lower()]
         if wrong:
-            problems.append(
-                "expected every GPU name to contain %r, found %s"
-                % (expected_gpu_name, ", ".join("GPU%d %r" % (g["index"], g["name"]) for g in wrong))
-            )
+            by_name = {}
+            for g in wrong:
+                by_name.setdefault(g["name"], []).append(str(g["index"]))
+            found = ", ".join("%r (GPU %s)" % (name, ", ".join(idx)) for name, idx in by_name.items())
+            problems.append("expected every GPU name to contain %r, found %s" % (expected_gpu_name, found))
         elif not facts["gpus"]:
             problems.append("expected GPUs named like %r, found no GPU" % (expected_gpu_name,))
     if min_driver_version:
@@ -379,8 +376,7 @@ def check_expectations(
             older = compare_versions(driver, min_driver_version) < 0
         except ValueError:
             problems.append(
-                "expected driver version >= %s, found %r which is not a numeric version"
-                % (min_driver_version, driver)
+                "expected driver version >= %s, found %r which is not a numeric version" % (min_driver_version, driver)
             )
         else:
             if older:
@@ -422,8 +418,8 @@ def collect(run, nvidia_smi="nvidia-smi"):
     topo = parse_topology(_run(run, topology_command(nvidia_smi)))
     if len(topo["matrix"]) != len(gpus):
         raise ParseError(
-            "nvidia-smi lists %s in the GPU query but %s in topo -m" % (_plural(len(gpus), "GPU"),
-                                                                        _plural(len(topo["matrix"]), "GPU"))
+            "nvidia-smi lists %s in the GPU query but %s in topo -m"
+            % (_plural(len(gpus), "GPU"), _plural(len(topo["matrix"]), "GPU"))
         )
     return {
         "gpu_count": len(gpus),

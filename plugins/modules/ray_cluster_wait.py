@@ -17,7 +17,7 @@ description:
   - Never reports a change. In check mode it waits exactly as in a normal run, since it only reads.
   - An unreachable dashboard is reported as such, not as a cluster with zero nodes.
 author:
-  - rayvllm.fleet maintainers
+  - rayvllm.fleet maintainers (!UNKNOWN)
 options:
   dashboard_url:
     description: Base URL of the Ray dashboard, for example V(http://10.0.0.1:8265).
@@ -46,13 +46,15 @@ options:
     default: 2
   token:
     description:
-      - Bearer token for a cluster started with C(RAY_AUTH_MODE=token). Sent as C(Authorization: Bearer <token>).
+      - "Bearer token for a cluster started with C(RAY_AUTH_MODE=token), sent as C(Authorization: Bearer <token>)."
     type: str
     required: false
 attributes:
   check_mode:
+    description: Can run in check mode and return the same result (it only reads).
     support: full
   diff_mode:
+    description: Nothing is changed, so there is no diff.
     support: none
 notes:
   - The state API answers on the dashboard port (default 8265); the dashboard must listen on an address the
@@ -159,15 +161,19 @@ def main():
     if ok:
         module.exit_json(**result)
     if error is not None:
-        seen = "" if summary is None else " (last successful reading: %d nodes, %s GPUs)" % (
-            summary["alive_nodes"], summary["total_gpus"])
+        seen = (
+            ""
+            if summary is None
+            else " (last successful reading: %d nodes, %s GPUs)" % (summary["alive_nodes"], summary["total_gpus"])
+        )
         module.fail_json(
             msg="Ray dashboard unreachable after %ss: %s%s. Is ray-head.service running and the dashboard "
             "listening on that address?" % (p["timeout"], error, seen),
-            **result
+            **result,
         )
-    module.fail_json(msg=shortfall_message(summary, p["min_nodes"], p["min_gpus"], p["timeout"], p["dashboard_url"]),
-                     **result)
+    module.fail_json(
+        msg=shortfall_message(summary, p["min_nodes"], p["min_gpus"], p["timeout"], p["dashboard_url"]), **result
+    )
 
 
 if __name__ == "__main__":

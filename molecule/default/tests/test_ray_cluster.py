@@ -23,7 +23,7 @@ def test_service_runs_as_ray_user_from_versioned_venv(host):
     assert f"ExecStart=/opt/ray/{SETTINGS['ray_version']}/bin/ray start --block" in unit
     assert "User=ray" in unit and "Restart=on-failure" in unit
     assert host.file("/opt/ray/current").linked_to == f"/opt/ray/{SETTINGS['ray_version']}"
-    version = host.check_output(f"/opt/ray/current/bin/python -c 'import ray; print(ray.__version__)'")
+    version = host.check_output("/opt/ray/current/bin/python -c 'import ray; print(ray.__version__)'")
     assert version == SETTINGS["ray_version"]
 
 
@@ -112,10 +112,14 @@ def test_cluster_wait_module_reports_unreachable_dashboard(host):
 def test_killed_worker_rejoins_on_its_own():
     """systemctl kill of a worker's Ray processes: systemd restarts it and the node rejoins."""
     before = {n["node_ip"]: n["node_id"] for n in alive_nodes()}
-    restarts = int(subprocess.check_output(
-        ["docker", "exec", "ray-worker-1", "systemctl", "show", "-p", "NRestarts", "--value", "ray-worker"]))
+    restarts = int(
+        subprocess.check_output(
+            ["docker", "exec", "ray-worker-1", "systemctl", "show", "-p", "NRestarts", "--value", "ray-worker"]
+        )
+    )
     subprocess.check_call(
-        ["docker", "exec", "ray-worker-1", "systemctl", "kill", "--signal=SIGKILL", "ray-worker.service"])
+        ["docker", "exec", "ray-worker-1", "systemctl", "kill", "--signal=SIGKILL", "ray-worker.service"]
+    )
     ip = NODE_IPS["ray-worker-1"]
 
     def rejoined():
@@ -125,7 +129,10 @@ def test_killed_worker_rejoins_on_its_own():
         return len(nodes) == 3 and ids.get(ip) not in (None, before[ip])
 
     wait_for(rejoined, timeout=180)
-    after = int(subprocess.check_output(
-        ["docker", "exec", "ray-worker-1", "systemctl", "show", "-p", "NRestarts", "--value", "ray-worker"]))
+    after = int(
+        subprocess.check_output(
+            ["docker", "exec", "ray-worker-1", "systemctl", "show", "-p", "NRestarts", "--value", "ray-worker"]
+        )
+    )
     assert after == restarts + 1
     assert sum(n["resources_total"].get("GPU", 0) for n in alive_nodes()) == 6

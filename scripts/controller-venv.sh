@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Create .venv with the locked controller tooling (requirements.lock, from pyproject.toml).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+stamp=.venv/.lock-sha
+want=$(sha256sum requirements.lock | cut -c1-16)
+if [ -x .venv/bin/ansible-playbook ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+  exit 0
+fi
+python3 -m venv .venv
+.venv/bin/pip install --quiet --upgrade pip 2>&1 | grep -v 'is ignored: it is neither' || true
+.venv/bin/pip install --quiet -r requirements.lock 2>&1 | grep -v 'is ignored: it is neither' || true
+.venv/bin/ansible-playbook --version >/dev/null
+echo "$want" >"$stamp"
+echo "controller venv: ready ($(.venv/bin/ansible --version | head -1))"

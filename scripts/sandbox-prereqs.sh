@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Everything the sandbox fleet needs on this machine: Docker engine, the host
+# image, and the wheelhouse the hosts install from.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/ensure-docker.sh
+RAYVLLM_HOST_IMAGE=$(bash scripts/build-host-image.sh | tail -n1)
+echo "host image: $RAYVLLM_HOST_IMAGE"
+ray_version=$(awk -F'"' '/^ray_version:/ {print $2}' inventories/sandbox/group_vars/all.yml)
+bash scripts/wheelhouse.sh .cache/wheelhouse/ray "ray[default]==${ray_version}" 2>&1 | grep -v 'is ignored: it is neither'

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# All tests: lint, unit, preflight integration, molecule (real 3-host sandbox).
+# Needs root (Docker engine, debootstrap). .ci/run calls exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+bash scripts/controller-venv.sh
+export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
+
+# The host image and wheelhouse take minutes: build them while the fast checks run.
+mkdir -p .cache
+bash scripts/sandbox-prereqs.sh >.cache/sandbox-prereqs.log 2>&1 &
+prereqs=$!
+
+echo "== lint"
+yamllint -s .
+ruff check .
+ruff format --check .
+ansible-lint --offline -q
+for module in ray_cluster_wait gpu_topology; do
+  ansible-doc "rayvllm.fleet.$module" >/dev/null
+done
+ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
+echo "collection artifact: $(ls .cache/dist/*.tar.gz)"
+
+echo "== unit and preflight integration tests"
+pytest -q tests/unit tests/integration
+
+echo "== sandbox prerequisites"
+if ! wait "$prereqs"; then cat .cache/sandbox-prereqs.log; exit 1; fi
+cat .cache/sandbox-prereqs.log
+export RAYVLLM_HOST_IMAGE=$(bash scripts/build-host-image.sh | tail -n1)
+
+echo "== molecule"
+molecule test -s default
+
+echo "== all tests passed in $(( $(date +%s) - start )) s"

@@ -1,0 +1,99 @@
+"""Bad inventories fail in preflight, before any host changes, naming the fix."""
+
+import shutil
+import socket
+import sys
+
+import pytest
+from conftest import local_hosts
+
+
+def test_good_inventory_passes(run_preflight):
+    rc, out = run_preflight(local_hosts())
+    assert rc == 0, out
+    assert "failed=0" in out
+
+
+def test_no_head(run_preflight):
+    rc, out = run_preflight(local_hosts(head=()))
+    assert rc != 0
+    assert "exactly one host in group 'ray_head'; found 0" in out
+
+
+def test_two_heads(run_preflight):
+    rc, out = run_preflight(local_hosts(head=("node-a", "node-c")))
+    assert rc != 0
+    assert "exactly one host in group 'ray_head'; found 2: node-a, node-c" in out
+
+
+@pytest.mark.parametrize("version", ["latest", ">=2.50", "2.60", None])
+def test_unpinned_ray_version(run_preflight, version):
+    rc, out = run_preflight(local_hosts(), {"ray_version": version})
+    assert rc != 0
+    assert "ray_version must be an exact X.Y.Z release" in out
+    assert 'ray_version: "2.60.0"' in out
+
+
+def test_mismatched_python(run_preflight):
+    system_python = shutil.which("python3.11", path="/usr/bin") or "/usr/bin/python3"
+    rc, out = run_preflight(
+        local_hosts(
+            **{
+                "node-a": {"ray_python_interpreter": system_python},
+                "node-b": {"ray_python_interpreter": sys.executable},
+            }
+        )
+    )
+    if sys.version_info[:3] == tuple(
+        int(x)
+        for x in __import__("subprocess")
+        .check_output([system_python, "-c", "import platform; print(platform.python_version())"], text=True)
+        .split(".")
+    ):
+        pytest.skip("controller Python equals the system Python: no second version on this machine to mismatch")
+    assert rc != 0
+    assert "Ray refuses to mix Python versions" in out
+    assert "on node-a" in out and "on node-b" in out
+
+
+def test_missing_interpreter(run_preflight):
+    rc, out = run_preflight(local_hosts(**{"node-b": {"ray_python_interpreter": "/nonexistent/python3"}}))
+    assert rc != 0
+    assert "/nonexistent/python3 does not run on node-b" in out
+
+
+def test_small_shm(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"preflight_min_shm_mib": 10_000_000})
+    assert rc != 0
+    assert "/dev/shm on node-a is" in out and "need at least 10000000 MiB" in out
+
+
+def test_overlapping_ports(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"ray_metrics_export_port": 10500})
+    assert rc != 0
+    assert "Ray ports on node-a overlap" in out
+
+
+def test_site_stops_after_preflight(run_preflight):
+    """With a bad inventory, site.yml never reaches host_prep."""
+    rc, out = run_preflight(local_hosts(head=()), playbook="site.yml")
+    assert rc != 0
+    assert "TASK [rayvllm.fleet.host_prep" not in out
+
+
+def test_port_taken_by_another_program(run_preflight):
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        rc, out = run_preflight(
+            local_hosts(),
+            {
+                "preflight_check_ports": True,
+                "ray_metrics_export_port": port,
+                "ray_min_worker_port": 2000,
+                "ray_max_worker_port": 2999,
+            },
+        )
+    assert rc != 0
+    assert f"Ray's ports are taken by other programs: {port} by python" in out
