@@ -24,7 +24,9 @@ ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
 echo "collection artifact: $(ls .cache/dist/*.tar.gz)"
 
 echo "== unit and preflight integration tests"
-pytest -q tests/unit tests/integration
+# Separate runs: each directory has its own conftest helpers.
+pytest -q tests/unit
+pytest -q tests/integration
 
 echo "== sandbox prerequisites"
 if ! wait "$prereqs"; then cat .cache/sandbox-prereqs.log; exit 1; fi
