@@ -8,8 +8,10 @@ if [ -x .venv/bin/ansible-playbook ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want
   exit 0
 fi
 python3 -m venv .venv
-.venv/bin/pip install --quiet --upgrade pip 2>&1 | grep -v 'is ignored: it is neither' || true
-.venv/bin/pip install --quiet -r requirements.lock 2>&1 | grep -v 'is ignored: it is neither' || true
+# Drop this machine's pip-config noise from stderr without hiding pip's exit status.
+quiet() { "$@" 2> >(grep -v 'is ignored: it is neither' >&2); }
+quiet .venv/bin/pip install --quiet --upgrade pip
+quiet .venv/bin/pip install --quiet -r requirements.lock
 .venv/bin/ansible-playbook --version >/dev/null
 echo "$want" >"$stamp"
 echo "controller venv: ready ($(.venv/bin/ansible --version | head -1))"

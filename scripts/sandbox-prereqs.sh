@@ -7,4 +7,5 @@ bash scripts/ensure-docker.sh
 RAYVLLM_HOST_IMAGE=$(bash scripts/build-host-image.sh | tail -n1)
 echo "host image: $RAYVLLM_HOST_IMAGE"
 ray_version=$(awk -F'"' '/^ray_version:/ {print $2}' inventories/sandbox/group_vars/all.yml)
-bash scripts/wheelhouse.sh .cache/wheelhouse/ray "ray[default]==${ray_version}" 2>&1 | grep -v 'is ignored: it is neither'
+# Drop this machine's pip-config noise from stderr without hiding the exit status.
+bash scripts/wheelhouse.sh .cache/wheelhouse/ray "ray[default]==${ray_version}" 2> >(grep -v 'is ignored: it is neither' >&2)
