@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 bash scripts/controller-venv.sh
 bash scripts/sandbox-prereqs.sh >/dev/null
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
-export RAYVLLM_HOST_IMAGE=$(bash scripts/build-host-image.sh | tail -n1)
+RAYVLLM_HOST_IMAGE=$(cat .cache/host-image)
+export RAYVLLM_HOST_IMAGE
 molecule destroy -s default >/dev/null 2>&1
 molecule create -s default >/dev/null 2>&1
 run() {

@@ -3,9 +3,12 @@
 # image, and the wheelhouse the hosts install from.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mkdir -p .cache
 bash scripts/ensure-docker.sh
 RAYVLLM_HOST_IMAGE=$(bash scripts/build-host-image.sh | tail -n1)
 echo "host image: $RAYVLLM_HOST_IMAGE"
+# The one place the image tag is recorded: test.sh, sandbox.sh and the benchmarks read it.
+printf '%s\n' "$RAYVLLM_HOST_IMAGE" >.cache/host-image
 ray_version=$(awk -F'"' '/^ray_version:/ {print $2}' inventories/sandbox/group_vars/all.yml)
 # Drop this machine's pip-config noise from stderr without hiding the exit status.
 bash scripts/wheelhouse.sh .cache/wheelhouse/ray "ray[default]==${ray_version}" 2> >(grep -v 'is ignored: it is neither' >&2)

@@ -9,6 +9,8 @@ export PATH="$PWD/.venv/bin:$PATH"
 case "${1:-up}" in
   up)
     bash scripts/sandbox-prereqs.sh
+    RAYVLLM_HOST_IMAGE=$(cat .cache/host-image)
+    export RAYVLLM_HOST_IMAGE
     molecule create -s default
     molecule converge -s default
     echo

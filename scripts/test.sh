@@ -17,8 +17,11 @@ yamllint -s .
 ruff check .
 ruff format --check .
 ansible-lint --offline -q
-for module in ray_cluster_wait gpu_topology; do
+for module in ray_cluster_wait gpu_topology vllm_parallelism; do
   ansible-doc "rayvllm.fleet.$module" >/dev/null
+done
+for filter in gpu_fleet_problems gpu_needs_fabric_manager; do
+  ansible-doc -t filter "rayvllm.fleet.$filter" >/dev/null
 done
 ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
 echo "collection artifact: $(ls .cache/dist/*.tar.gz)"
@@ -31,9 +34,11 @@ pytest -q tests/integration
 echo "== sandbox prerequisites"
 if ! wait "$prereqs"; then cat .cache/sandbox-prereqs.log; exit 1; fi
 cat .cache/sandbox-prereqs.log
-export RAYVLLM_HOST_IMAGE=$(bash scripts/build-host-image.sh | tail -n1)
+RAYVLLM_HOST_IMAGE=$(cat .cache/host-image)
+export RAYVLLM_HOST_IMAGE
 
 echo "== molecule"
+molecule test -s gpu_preflight
 molecule test -s default
 
 echo "== all tests passed in $(( $(date +%s) - start )) s"

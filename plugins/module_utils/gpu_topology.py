@@ -429,3 +429,70 @@ def collect(run, nvidia_smi="nvidia-smi"):
         "nvlink_full_mesh": nvlink_full_mesh(topo["matrix"]),
         "numa_affinity": topo["numa_affinity"],
     }
+
+
+def needs_fabric_manager(facts):
+    """Whether a host looks like an NVSwitch board (HGX/DGX A100, H100, H200, B200).
+
+    Eight or more GPUs with every pair linked by NVLink is only possible through
+    NVSwitch, and NVSwitch systems need ``nvidia-fabricmanager`` running or CUDA
+    fails to initialise. Smaller NVLink meshes (2 or 4 GPUs) link directly.
+    """
+    return facts["gpu_count"] >= 8 and facts["nvlink_full_mesh"]
+
+
+def _variant(facts):
+    names = sorted({g["name"] for g in facts["gpus"]})
+    return (" + ".join(names) or "no GPU", facts["gpu_count"], facts["driver_version"] or "no driver")
+
+
+def fleet_problems(reports, tensor_parallel_size=0, allow_cross_node_tp=False, require_nvlink=False):
+    """Problems of a fleet, given ``{host: facts}`` with facts as returned by :func:`collect`.
+
+    Checks that every host has the same GPU name(s), count and driver (the
+    message lists the hosts of each variant), that each host holds a whole
+    tensor-parallel group (``tensor_parallel_size`` 0 means "not decided yet":
+    skipped; ``allow_cross_node_tp`` lifts the rule), and with ``require_nvlink``
+    that every consecutive group of ``tensor_parallel_size`` GPUs is linked by
+    NVLink. Returns a list of messages, empty when the fleet is fine.
+    """
+    problems = []
+    variants = {}
+    for host in sorted(reports):
+        variants.setdefault(_variant(reports[host]), []).append(host)
+    if len(variants) > 1:
+        listed = "; ".join(
+            "%s x %s, driver %s on %s" % (count, name, driver, ", ".join(hosts))
+            for (name, count, driver), hosts in sorted(variants.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        )
+        problems.append(
+            "the GPU fleet is not uniform (GPU name, count and driver must match on every Ray node): %s" % listed
+        )
+    tp = int(tensor_parallel_size or 0)
+    if tp < 0:
+        raise ValueError("tensor_parallel_size must be 0 (auto) or more, got %r" % (tensor_parallel_size,))
+    for host in sorted(reports):
+        facts = reports[host]
+        count = facts["gpu_count"]
+        if tp and tp > count and not allow_cross_node_tp:
+            problems.append(
+                "%s has %s but tensor parallel size %d needs %d on one node: lower the tensor parallel size "
+                "to at most %d and raise the pipeline parallel size instead"
+                % (host, _plural(count, "GPU"), tp, tp, count)
+            )
+            continue
+        if require_nvlink and tp > 1 and tp <= count:
+            bad = []
+            for group in tp_groups(count, tp):
+                pairs = non_nvlink_pairs(facts["topology"], group)
+                if pairs:
+                    bad.append(
+                        "GPUs %s (%s)"
+                        % (",".join(str(i) for i in group), ", ".join("GPU%d-GPU%d %s" % p for p in pairs[:4]))
+                    )
+            if bad:
+                problems.append(
+                    "%s: tensor parallel groups of %d would cross links that are not NVLink: %s; "
+                    "repair the NVLink (nvidia-smi nvlink -s) or drain the host" % (host, tp, "; ".join(bad))
+                )
+    return problems

@@ -27,6 +27,7 @@ def run_preflight(tmp_path):
             "ray_version": "2.60.0",
             "preflight_min_shm_mib": 1,
             "preflight_check_ports": False,
+            "preflight_gpu_check": False,
         }
         base.update(group_vars or {})
         (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(base))

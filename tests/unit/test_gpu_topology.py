@@ -589,3 +589,83 @@ def test_module_rejects_bad_min_driver_version(tmp_path):
     rc, out = run_module(tmp_path, {"nvidia_smi": str(FAKE), "min_driver_version": "latest"})
     assert rc == 1
     assert out["msg"] == "min_driver_version: 'latest' is not a dotted numeric version such as 550.127.05"
+
+
+# ---------------------------------------------------------------- fleet checks
+
+
+def with_driver(facts, driver):
+    return {**facts, "driver_version": driver}
+
+
+def test_uniform_fleet_has_no_problems():
+    h100 = facts_of("h100-sxm5-nvswitch-8gpu")
+    reports = {"head": h100, "w1": h100, "w2": h100}
+    assert gt.fleet_problems(reports, tensor_parallel_size=8, require_nvlink=True) == []
+
+
+def test_fleet_with_a_missing_gpu_names_the_odd_host_and_each_variant():
+    h100 = facts_of("h100-sxm5-nvswitch-8gpu")
+    seven = {**h100, "gpus": h100["gpus"][:7], "gpu_count": 7, "topology": [r[:7] for r in h100["topology"][:7]]}
+    (problem,) = gt.fleet_problems({"head": h100, "w1": h100, "w2": seven})
+    assert "not uniform" in problem
+    assert "8 x NVIDIA H100 80GB HBM3, driver %s on head, w1" % h100["driver_version"] in problem
+    assert "7 x NVIDIA H100 80GB HBM3, driver %s on w2" % h100["driver_version"] in problem
+
+
+def test_fleet_with_another_driver_lists_hosts_per_driver():
+    h100 = facts_of("h100-sxm5-nvswitch-8gpu")
+    (problem,) = gt.fleet_problems({"a": h100, "b": with_driver(h100, "535.216.01"), "c": h100})
+    assert "driver 535.216.01 on b" in problem
+    assert "driver %s on a, c" % h100["driver_version"] in problem
+
+
+def test_fleet_with_other_gpu_model_is_not_uniform():
+    problems = gt.fleet_problems({"a": facts_of("a100-sxm4-8gpu"), "b": facts_of("h100-sxm5-nvswitch-8gpu")})
+    assert len(problems) == 1 and "A100" in problems[0] and "H100" in problems[0]
+
+
+def test_tensor_parallel_larger_than_a_node_names_host_and_alternative():
+    l40s = facts_of("l40s-pcie-4gpu")
+    problem, second = gt.fleet_problems({"gpu-1": l40s, "gpu-2": l40s}, tensor_parallel_size=8)
+    assert second.startswith("gpu-2 has 4 GPUs")
+    assert problem.startswith("gpu-1 has 4 GPUs but tensor parallel size 8")
+    assert "at most 4" in problem and "pipeline parallel" in problem
+    assert gt.fleet_problems({"gpu-1": l40s}, tensor_parallel_size=8, allow_cross_node_tp=True) == []
+
+
+def test_nvlink_tp_groups_on_pcie_host_fail_only_when_required():
+    l40s = facts_of("l40s-pcie-4gpu")
+    assert gt.fleet_problems({"gpu-1": l40s}, tensor_parallel_size=2) == []
+    (problem,) = gt.fleet_problems({"gpu-1": l40s}, tensor_parallel_size=2, require_nvlink=True)
+    assert problem.startswith("gpu-1: tensor parallel groups of 2")
+    assert "GPUs 0,1" in problem and "GPUs 2,3" in problem
+
+
+def test_nvlink_down_breaks_only_the_groups_that_contain_the_gpu():
+    down = facts_of("h100-sxm5-nvswitch-8gpu-gpu5-nvlink-down")
+    (problem,) = gt.fleet_problems({"n": down}, tensor_parallel_size=4, require_nvlink=True)
+    assert "GPUs 4,5,6,7" in problem and "GPUs 0,1,2,3" not in problem
+    (problem,) = gt.fleet_problems({"n": down}, tensor_parallel_size=8, require_nvlink=True)
+    assert "GPUs 0,1,2,3,4,5,6,7" in problem
+
+
+def test_tensor_parallel_zero_skips_size_checks_and_negative_is_rejected():
+    l4 = facts_of("l4-single-gpu")
+    assert gt.fleet_problems({"a": l4}, tensor_parallel_size=0, require_nvlink=True) == []
+    with pytest.raises(ValueError):
+        gt.fleet_problems({"a": l4}, tensor_parallel_size=-1)
+
+
+@pytest.mark.parametrize(
+    "system, expected",
+    [
+        ("h100-sxm5-nvswitch-8gpu", True),
+        ("a100-sxm4-8gpu", True),
+        ("h100-sxm5-nvswitch-8gpu-gpu5-nvlink-down", False),
+        ("l40s-pcie-4gpu", False),
+        ("l4-single-gpu", False),
+    ],
+)
+def test_needs_fabric_manager(system, expected):
+    assert gt.needs_fabric_manager(facts_of(system)) is expected
