@@ -13,6 +13,9 @@ bash scripts/sandbox-prereqs.sh >.cache/sandbox-prereqs.log 2>&1 &
 prereqs=$!
 
 echo "== lint"
+# molecule installs a copy of this collection under ~/.ansible/collections, which would
+# shadow the working tree for ansible-lint and ansible-doc on a re-run.
+rm -rf "$HOME/.ansible/collections/ansible_collections/rayvllm"
 yamllint -s .
 ruff check .
 ruff format --check .

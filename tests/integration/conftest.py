@@ -28,6 +28,9 @@ def run_preflight(tmp_path):
             "preflight_min_shm_mib": 1,
             "preflight_check_ports": False,
             "preflight_gpu_check": False,
+            "vllm_version": "0.32.0",
+            "model_source": "shared",
+            "model_path": "/srv/models/example",
         }
         base.update(group_vars or {})
         (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(base))

@@ -1,0 +1,143 @@
+"""vLLM served on the sandbox through the real Ray executor (CPU build standing in for CUDA)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import testinfra
+from conftest import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes
+
+testinfra_hosts = ["ansible://ray_head"]
+ROOT = Path(__file__).resolve().parents[3]
+URL = f"http://{HEAD_IP}:{SETTINGS.get('vllm_port', 8000)}"
+MODEL = SETTINGS["vllm_served_model_name"]
+KEY = SETTINGS["vllm_api_key"]
+VENV_PYTHON = "/opt/vllm/current/bin/python"
+
+
+def node(name):
+    return testinfra.get_host("docker://" + name)
+
+
+def http(path, body=None, key=KEY, timeout=600):
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(URL + path, data=data, headers=headers)
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        raw = response.read().decode()
+    return json.loads(raw) if raw.startswith("{") else raw
+
+
+def generation_tokens():
+    text = http("/metrics", key="")
+    values = re.findall(r"^vllm:generation_tokens_total\{[^}]*\} ([0-9.e+]+)$", text, re.M)
+    assert values, "vllm:generation_tokens_total missing from /metrics"
+    return sum(float(v) for v in values)
+
+
+def playbook(playbook_path, *extra):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run(
+        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", os.environ["MOLECULE_INVENTORY_FILE"],
+         str(ROOT / playbook_path), *extra],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def main_pids():
+    pids = {"vllm": node("ray-head").check_output("systemctl show -p MainPID --value vllm")}
+    for name in NODE_IPS:
+        unit = "ray-head" if name == "ray-head" else "ray-worker"
+        pids[name] = node(name).check_output(f"systemctl show -p MainPID --value {unit}")
+    return pids
+
+
+def test_completion_through_the_openai_client(host):
+    script = (
+        "from openai import OpenAI; import json, sys;"
+        f"c = OpenAI(base_url='{URL}/v1', api_key='{KEY}');"
+        f"r = c.completions.create(model='{MODEL}', prompt='Hello, my name is', max_tokens=8, temperature=0);"
+        "print(json.dumps({'tokens': r.usage.completion_tokens, 'text': r.choices[0].text}))"
+    )
+    out = json.loads(host.check_output(f'{VENV_PYTHON} -c "{script}"'))
+    assert out["tokens"] >= 1
+
+
+def test_models_endpoint_needs_the_api_key():
+    with pytest.raises(urllib.error.HTTPError) as err:
+        http("/v1/models", key="")
+    assert err.value.code == 401
+    assert [m["id"] for m in http("/v1/models")["data"]] == [MODEL]
+
+
+def test_api_key_is_not_on_the_command_line_or_in_readable_files(host):
+    assert KEY not in host.check_output("systemctl show -p ExecStart --value vllm")
+    assert KEY not in host.check_output("ps -eo args")
+    env_file = host.file("/etc/vllm/vllm.env")
+    assert env_file.mode == 0o600 and env_file.user == "root"
+
+
+def test_ray_workers_run_on_two_hosts_from_the_vllm_venv():
+    url = (
+        f"http://{HEAD_IP}:{SETTINGS['ray_dashboard_port']}/api/v0/actors"
+        "?filter_keys=state&filter_predicates=%3D&filter_values=ALIVE&limit=1000&detail=true"
+    )
+    with urllib.request.urlopen(url, timeout=10) as response:
+        actors = json.load(response)["data"]["result"]["result"]
+    workers = [a for a in actors if "RayWorker" in a.get("class_name", "")]
+    tp = SETTINGS["vllm_tensor_parallel_size"] * SETTINGS["vllm_pipeline_parallel_size"]
+    assert len(workers) == tp, [a.get("class_name") for a in actors]
+    ip_of = {n["node_id"]: n["node_ip"] for n in alive_nodes()}
+    name_of = {ip: name for name, ip in NODE_IPS.items()}
+    hosts = {}
+    for actor in workers:
+        hosts.setdefault(name_of[ip_of[actor["node_id"]]], []).append(actor["pid"])
+    assert len(hosts) >= 2, hosts
+    for name, pids in hosts.items():
+        for pid in pids:
+            argv0 = node(name).check_output(f"tr '\\0' '\\n' < /proc/{pid}/cmdline | head -n1")
+            assert argv0 == VENV_PYTHON, (name, pid, argv0)
+
+
+def test_generation_tokens_counter_rises_after_a_request():
+    before = generation_tokens()
+    out = http("/v1/completions", {"model": MODEL, "prompt": "One two three", "max_tokens": 6, "temperature": 0})
+    assert out["usage"]["completion_tokens"] >= 1
+    after = generation_tokens()
+    assert after >= before + out["usage"]["completion_tokens"], (before, after)
+
+
+def test_smoke_playbook_prints_throughput_and_latency():
+    rc, out = playbook("playbooks/smoke.yml", "-e", "smoke_requests=6", "-e", "smoke_concurrency=2")
+    assert rc == 0, out[-3000:]
+    assert '"succeeded": 6' in out and "output_tokens_per_s" in out and "latency_p95_s" in out
+
+
+def test_bad_model_path_on_workers_fails_before_vllm_restarts(host):
+    host.run_expect([0], "mkdir -p /srv/models/only-on-head")
+    host.run_expect([0], "cp /srv/models/tiny-llama/config.json /srv/models/only-on-head/")
+    before = main_pids()
+    rc, out = playbook("playbooks/vllm.yml", "-e", "model_source=shared", "-e", "model_path=/srv/models/only-on-head")
+    assert rc != 0
+    assert "/srv/models/only-on-head/config.json is missing on ray-worker-1" in out
+    assert "/srv/models/only-on-head/config.json is missing on ray-worker-2" in out
+    assert main_pids() == before
+    assert http("/health", key="") == ""
+
+
+def test_a_rerun_changes_and_restarts_nothing():
+    before = main_pids()
+    rc, out = playbook("site.yml")
+    assert rc == 0, out[-3000:]
+    recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", out, re.M)
+    assert recap and all(changed == "0" for _, changed in recap), recap
+    assert main_pids() == before

@@ -1,0 +1,72 @@
+"""Bad vLLM settings fail in preflight (or before vLLM starts), naming the rule and the host."""
+
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, local_hosts
+
+TINY_LLAMA = ROOT / "tests/fixtures/vllm-cpu/tiny_llama.py"  # 4 attention heads, 2 KV heads, 2 layers
+
+
+@pytest.fixture
+def model_dir(tmp_path):
+    out = tmp_path / "tiny-llama"
+    subprocess.run([sys.executable, str(TINY_LLAMA), str(out)], check=True, capture_output=True)
+    return str(out)
+
+
+def vllm_vars(model_dir, **extra):
+    return {
+        "model_source": "controller",
+        "model_controller_path": model_dir,
+        "model_path": "/srv/models/tiny-llama",
+        "ray_num_gpus": 2,
+        **extra,
+    }
+
+
+def test_a_fitting_plan_passes(run_preflight, model_dir):
+    rc, out = run_preflight(local_hosts(), vllm_vars(model_dir, vllm_tensor_parallel_size=2))
+    assert rc == 0, out
+
+
+def test_tp_not_dividing_the_heads(run_preflight, model_dir):
+    rc, out = run_preflight(local_hosts(), vllm_vars(model_dir, vllm_tensor_parallel_size=3))
+    assert rc != 0
+    assert "tensor_parallel_size 3 does not divide num_attention_heads 4: use one of 1, 2" in out
+
+
+def test_tp_larger_than_a_node(run_preflight, model_dir):
+    rc, out = run_preflight(local_hosts(), vllm_vars(model_dir, vllm_tensor_parallel_size=4))
+    assert rc != 0
+    assert "tensor_parallel_size 4 exceeds the 2 GPUs of the largest node" in out
+    assert "use tensor_parallel_size 2 with pipeline_parallel_size 2" in out
+
+
+def test_pp_larger_than_the_layers(run_preflight, model_dir):
+    rc, out = run_preflight(
+        local_hosts(workers=("node-b", "node-c")),
+        vllm_vars(model_dir, vllm_tensor_parallel_size=1, vllm_pipeline_parallel_size=3),
+    )
+    assert rc != 0
+    assert "pipeline_parallel_size 3 exceeds num_hidden_layers 2" in out
+
+
+def test_unpinned_vllm_version(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"vllm_version": "latest"})
+    assert rc != 0
+    assert "vllm_version must be an exact X.Y.Z release" in out
+
+
+def test_api_key_on_the_command_line_is_refused(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"vllm_extra_args": ["--api-key", "hunter2"]})
+    assert rc != 0
+    assert "Set vllm_api_key (from a vault) instead" in out
+    assert "hunter2" not in out
+
+
+def test_controller_model_without_config(run_preflight, tmp_path):
+    rc, out = run_preflight(local_hosts(), vllm_vars(str(tmp_path)))
+    assert rc != 0
+    assert "has no config.json on the controller" in out
