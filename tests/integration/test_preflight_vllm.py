@@ -70,3 +70,28 @@ def test_controller_model_without_config(run_preflight, tmp_path):
     rc, out = run_preflight(local_hosts(), vllm_vars(str(tmp_path)))
     assert rc != 0
     assert "has no config.json on the controller" in out
+
+
+def test_vllm_venv_with_another_ray_fails_naming_the_host(run_preflight, tmp_path):
+    """A vLLM venv whose ray differs from the cluster's stops the vLLM play before the server is touched."""
+    root = tmp_path / "opt-vllm"
+    venv = root / "0.32.0-ray2.60.0"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin/python"
+    python.write_text("#!/bin/sh\necho 2.59.0 3.11.2\n")  # what `import ray, platform` would print there
+    python.chmod(0o755)
+    (venv / ".rayvllm-requirements").write_text(
+        "# Written by rayvllm.fleet after a successful pip install; delete to force a reinstall.\n"
+        "interpreter: /usr/bin/python3\n"
+        "requirements: vllm==0.32.0 ray[default]==2.60.0\n"
+        "pip_args: \n"
+    )
+    hosts = local_hosts(**{h: {"ansible_become": False} for h in ("node-a", "node-b")})
+    rc, out = run_preflight(
+        hosts,
+        {"vllm_install_root": str(root), "vllm_system_packages": [], "ray_python_interpreter": "/usr/bin/python3"},
+        playbook="playbooks/vllm.yml",
+    )
+    assert rc != 0
+    assert f"{venv} on node-a has Ray '2.59.0' but the cluster runs 2.60.0" in out
+    assert "PLAY [VLLM | serve on the Ray head]" not in out

@@ -19,6 +19,7 @@ URL = f"http://{HEAD_IP}:{SETTINGS.get('vllm_port', 8000)}"
 MODEL = SETTINGS["vllm_served_model_name"]
 KEY = SETTINGS["vllm_api_key"]
 VENV_PYTHON = "/opt/vllm/current/bin/python"
+VENV = f"{SETTINGS['vllm_version']}-ray{SETTINGS['ray_version']}"
 
 
 def node(name):
@@ -104,8 +105,12 @@ def test_ray_workers_run_on_two_hosts_from_the_vllm_venv():
     assert len(hosts) >= 2, hosts
     for name, pids in hosts.items():
         for pid in pids:
-            argv0 = node(name).check_output(f"tr '\\0' '\\n' < /proc/{pid}/cmdline | head -n1")
-            assert argv0 == VENV_PYTHON, (name, pid, argv0)
+            # Ray retitles its workers ("ray::RayWorkerProc.run"), and a venv's python is a link to the
+            # system one: what the process loaded tells which venv it runs.
+            maps = node(name).check_output(f"cat /proc/{pid}/maps")
+            raylet = set(re.findall(r"(/opt/\S+/site-packages/ray/_raylet\.so)", maps))
+            assert raylet == {f"/opt/vllm/{VENV}/lib/python3.11/site-packages/ray/_raylet.so"}, (name, pid, raylet)
+            assert "/opt/ray/" not in maps, (name, pid)
 
 
 def test_generation_tokens_counter_rises_after_a_request():
@@ -119,7 +124,8 @@ def test_generation_tokens_counter_rises_after_a_request():
 def test_smoke_playbook_prints_throughput_and_latency():
     rc, out = playbook("playbooks/smoke.yml", "-e", "smoke_requests=6", "-e", "smoke_concurrency=2")
     assert rc == 0, out[-3000:]
-    assert '"succeeded": 6' in out and "output_tokens_per_s" in out and "latency_p95_s" in out
+    assert re.search(r'succeeded"?: 6\b', out), out[-2000:]
+    assert "output_tokens_per_s" in out and "latency_p95_s" in out
 
 
 def test_bad_model_path_on_workers_fails_before_vllm_restarts(host):

@@ -1,9 +1,11 @@
 """Destructive: runs after the other verify files (alphabetical order), since killing a
-worker's Ray also takes down the vLLM workers placed on it."""
+worker's Ray also takes down the vLLM workers placed on it; vLLM must come back on its own."""
 
+import json
 import subprocess
+import urllib.request
 
-from conftest import NODE_IPS, alive_nodes, wait_for
+from conftest import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, wait_for
 
 
 def test_killed_worker_rejoins_on_its_own():
@@ -33,3 +35,19 @@ def test_killed_worker_rejoins_on_its_own():
     )
     assert after == restarts + 1
     assert sum(n["resources_total"].get("GPU", 0) for n in alive_nodes()) == 6
+
+
+def test_vllm_serves_again_after_the_worker_came_back():
+    """vLLM's engine exits when a node with its workers dies; systemd restarts it once Ray has healed."""
+    url = f"http://{HEAD_IP}:8000"
+
+    def completes():
+        request = urllib.request.Request(
+            url + "/v1/completions",
+            data=json.dumps({"model": SETTINGS["vllm_served_model_name"], "prompt": "Hi", "max_tokens": 2}).encode(),
+            headers={"Content-Type": "application/json", "Authorization": "Bearer " + SETTINGS["vllm_api_key"]},
+        )
+        with urllib.request.urlopen(request, timeout=300) as response:
+            return json.load(response)["usage"]["completion_tokens"] >= 1
+
+    wait_for(completes, timeout=900, interval=10)
