@@ -48,9 +48,7 @@ def main(url, model, requests, concurrency, max_tokens, deadline_s):
     start = time.monotonic()
     deadline = start + float(deadline_s)
     with ThreadPoolExecutor(int(concurrency)) as pool:
-        results = list(
-            pool.map(lambda i: one(url, model, key, int(max_tokens), i, deadline), range(int(requests)))
-        )
+        results = list(pool.map(lambda i: one(url, model, key, int(max_tokens), i, deadline), range(int(requests))))
     wall = time.monotonic() - start
     done = [r for r in results if r is not None]
     ok = [r for r in done if r[2] is None]
