@@ -21,7 +21,7 @@ ANSIBLE_PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
 def run_preflight(tmp_path):
     def run(hosts_yml, group_vars=None, playbook="playbooks/preflight.yml"):
         inv = tmp_path / "inventory"
-        (inv / "group_vars").mkdir(parents=True)
+        (inv / "group_vars").mkdir(parents=True, exist_ok=True)
         (inv / "hosts.yml").write_text(yaml.safe_dump(hosts_yml))
         base = {
             "ray_version": "2.60.0",
