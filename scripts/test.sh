@@ -29,6 +29,10 @@ done
 ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
 echo "collection artifact: $(ls .cache/dist/*.tar.gz)"
 
+echo "== alert rules (promtool from Debian's prometheus package, not installed)"
+bash scripts/promtool.sh check rules roles/prometheus/files/rules/*.yml
+bash scripts/promtool.sh test rules tests/promtool/*.yml
+
 echo "== unit and preflight integration tests"
 # Separate runs: each directory has its own conftest helpers.
 pytest -q tests/unit
