@@ -23,15 +23,18 @@ ansible-lint --offline -q
 for module in ray_cluster_wait gpu_topology vllm_parallelism; do
   ansible-doc "rayvllm.fleet.$module" >/dev/null
 done
-for filter in gpu_fleet_problems gpu_needs_fabric_manager; do
+for filter in gpu_fleet_problems gpu_needs_fabric_manager grafana_dashboard_problems; do
   ansible-doc -t filter "rayvllm.fleet.$filter" >/dev/null
 done
 ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
 echo "collection artifact: $(ls .cache/dist/*.tar.gz)"
 
-echo "== alert rules (promtool from Debian's prometheus package, not installed)"
+echo "== alert rules and dashboard queries (promtool from Debian's prometheus package, not installed)"
 bash scripts/promtool.sh check rules roles/prometheus/files/rules/*.yml
 bash scripts/promtool.sh test rules tests/promtool/*.yml
+# Every PromQL of the project's dashboards, as recording rules: promtool parses them offline.
+python3 scripts/dashboard-rules.py roles/grafana/files/dashboards/*.json >.cache/dashboard-rules.yml
+bash scripts/promtool.sh check rules .cache/dashboard-rules.yml
 
 echo "== unit and preflight integration tests"
 # Separate runs: each directory has its own conftest helpers.

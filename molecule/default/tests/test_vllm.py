@@ -1,17 +1,14 @@
 """vLLM served on the sandbox through the real Ray executor (CPU build standing in for CUDA)."""
 
 import json
-import os
 import re
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 import testinfra
-from conftest import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes
+from conftest import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, playbook
 
 testinfra_hosts = ["ansible://ray_head"]
 ROOT = Path(__file__).resolve().parents[3]
@@ -42,16 +39,6 @@ def generation_tokens():
     values = re.findall(r"^vllm:generation_tokens_total\{[^}]*\} ([0-9.e+]+)$", text, re.M)
     assert values, "vllm:generation_tokens_total missing from /metrics"
     return sum(float(v) for v in values)
-
-
-def playbook(playbook_path, *extra):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", os.environ["MOLECULE_INVENTORY_FILE"],
-         str(ROOT / playbook_path), *extra],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200,
-    )  # fmt: skip
-    return proc.returncode, proc.stdout + proc.stderr
 
 
 def main_pids():

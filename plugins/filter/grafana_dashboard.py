@@ -1,0 +1,21 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Problems of a Grafana dashboard against the provisioned Prometheus datasource."""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils.grafana_dashboard import dashboard_problems
+
+
+def grafana_dashboard_problems(dashboard, datasource_uid, datasource_name=None):
+    if not datasource_uid:
+        raise AnsibleFilterError("grafana_dashboard_problems needs the provisioned datasource uid")
+    if not isinstance(dashboard, (dict, str, bytes)):
+        raise AnsibleFilterError("grafana_dashboard_problems expects dashboard JSON text or a mapping")
+    return dashboard_problems(dashboard, str(datasource_uid), datasource_name)
+
+
+class FilterModule:
+    def filters(self):
+        return {"grafana_dashboard_problems": grafana_dashboard_problems}
