@@ -23,7 +23,7 @@ ansible-lint --offline -q
 for module in ray_cluster_wait gpu_topology vllm_parallelism; do
   ansible-doc "rayvllm.fleet.$module" >/dev/null
 done
-for filter in gpu_fleet_problems gpu_needs_fabric_manager grafana_dashboard_problems; do
+for filter in gpu_fleet_problems gpu_needs_fabric_manager grafana_dashboard_problems listen_url; do
   ansible-doc -t filter "rayvllm.fleet.$filter" >/dev/null
 done
 ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
