@@ -85,3 +85,23 @@ def test_datasource_name_must_be_the_one_ray_embeds(run_preflight):
     assert rc != 0
     assert "grafana_prometheus_datasource_name is 'prom' but the Ray head runs with" in out
     assert "RAY_PROMETHEUS_NAME 'Prometheus'" in out
+
+
+def test_extra_rule_file_named_like_the_projects(run_preflight, tmp_path):
+    path = tmp_path / "rayvllm-alerts.yml"
+    path.write_text("groups: []\n")
+    rc, out = run_preflight(with_monitoring(), {**GOOD, "prometheus_extra_rule_files": [str(path)]})
+    assert rc != 0
+    assert (
+        "whose names differ from each other and from the project's rules (rayvllm-alerts.yml, rayvllm-alerts.yml)"
+        in out
+    )
+
+
+@pytest.mark.parametrize("name", ["vllm.json", "ray-default.json"])
+def test_extra_dashboard_named_like_a_managed_one(run_preflight, tmp_path, name):
+    path = tmp_path / name
+    path.write_text((ROOT / "roles/grafana/files/dashboards/gpu.json").read_text())
+    rc, out = run_preflight(with_monitoring(), {**GOOD, "grafana_extra_dashboards": [str(path)]})
+    assert rc != 0
+    assert "grafana_extra_dashboards must not share a file name" in out and name in out
