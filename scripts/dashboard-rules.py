@@ -17,8 +17,8 @@ def main(paths):
     for path in paths:
         rules = []
         for title, ref, expr in panel_queries(Path(path).read_text()):
-            name = re.sub(r"[^a-zA-Z0-9_]+", "_", "dashboard:%s:%s:%s" % (Path(path).stem, title, ref)).strip("_")
-            rules.append({"record": name.replace("dashboard_", "dashboard:", 1), "expr": expr})
+            name = re.sub(r"[^a-zA-Z0-9_]+", "_", "%s_%s_%s" % (Path(path).stem, title, ref)).strip("_")
+            rules.append({"record": "dashboard:" + name, "expr": expr})
         groups.append({"name": Path(path).name, "rules": rules})
     json.dump({"groups": groups}, sys.stdout, indent=1)  # JSON is YAML
     print()

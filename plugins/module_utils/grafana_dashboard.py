@@ -87,8 +87,6 @@ def dashboard_problems(dashboard, datasource_uid, datasource_name=None):
             if uid is None:
                 return ref.get("type") in ("prometheus",) + BUILTIN_DATASOURCES
             ref = uid
-            if ref in BUILTIN_DATASOURCES or ref in accepted:
-                return True
         if not isinstance(ref, str):
             return False
         if ref in BUILTIN_DATASOURCES or ref in accepted:
