@@ -5,6 +5,7 @@ that bad inventories fail in preflight with a message that names the fix, and
 that nothing ran after preflight.
 """
 
+import ipaddress
 import os
 import subprocess
 import sys
@@ -17,9 +18,28 @@ ROOT = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = str(Path(sys.executable).with_name("ansible-playbook"))
 
 
+# Every throw-away host runs on this machine, and the fleet model requires each Ray node to
+# have its own address on one of its interfaces: each gets 127.0.0.N, held by the loopback.
+LOOPBACK_ADDRESSES = [f"127.0.0.{n}" for n in range(1, 9)]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def loopback_addresses():
+    """127.0.0.2-8 as secondary loopback addresses for the test's run (needs root, as CI runs)."""
+    shown = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", "lo"], capture_output=True, text=True).stdout
+    added = []
+    for address in LOOPBACK_ADDRESSES[1:]:
+        if f"inet {address}/" not in shown:
+            subprocess.run(["ip", "addr", "add", f"{address}/8", "dev", "lo"], check=True)
+            added.append(address)
+    yield
+    for address in added:
+        subprocess.run(["ip", "addr", "del", f"{address}/8", "dev", "lo"], check=False)
+
+
 @pytest.fixture
 def run_preflight(tmp_path):
-    def run(hosts_yml, group_vars=None, playbook="playbooks/preflight.yml"):
+    def run(hosts_yml, group_vars=None, playbook="playbooks/preflight.yml", extra_args=()):
         inv = tmp_path / "inventory"
         (inv / "group_vars").mkdir(parents=True, exist_ok=True)
         (inv / "hosts.yml").write_text(yaml.safe_dump(hosts_yml))
@@ -38,7 +58,7 @@ def run_preflight(tmp_path):
             os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="default"
         )
         proc = subprocess.run(
-            [ANSIBLE_PLAYBOOK, "-i", str(inv), str(ROOT / playbook)],
+            [ANSIBLE_PLAYBOOK, "-i", str(inv), str(ROOT / playbook), *extra_args],
             cwd=ROOT,
             env=env,
             capture_output=True,
@@ -51,8 +71,16 @@ def run_preflight(tmp_path):
 
 
 def local_hosts(head=("node-a",), workers=("node-b",), **hostvars):
+    """An inventory of hosts on this machine, each with its own loopback address as ray_node_ip."""
+    names = list(dict.fromkeys(list(head) + list(workers)))
+
     def host(name):
-        return {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, **hostvars.get(name, {})}
+        return {
+            "ansible_connection": "local",
+            "ansible_python_interpreter": sys.executable,
+            "ray_node_ip": str(ipaddress.ip_address("127.0.0.1") + names.index(name)),
+            **hostvars.get(name, {}),
+        }
 
     groups = {"ray_workers": {"hosts": {w: host(w) for w in workers}}}
     if head:

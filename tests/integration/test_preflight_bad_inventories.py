@@ -17,13 +17,21 @@ def test_good_inventory_passes(run_preflight):
 def test_no_head(run_preflight):
     rc, out = run_preflight(local_hosts(head=()))
     assert rc != 0
-    assert "exactly one host in group 'ray_head'; found 0" in out
+    assert "cluster 'default' has workers (node-b) but no head: put one of its hosts in ray_head" in out
 
 
 def test_two_heads(run_preflight):
     rc, out = run_preflight(local_hosts(head=("node-a", "node-c")))
     assert rc != 0
-    assert "exactly one host in group 'ray_head'; found 2: node-a, node-c" in out
+    assert "cluster 'default' has 2 heads (node-a, node-c): a Ray cluster has exactly one" in out
+
+
+def test_host_in_both_groups(run_preflight):
+    inventory = local_hosts(head=("node-a",), workers=("node-b",))
+    inventory["all"]["children"]["ray_workers"]["hosts"]["node-a"] = None
+    rc, out = run_preflight(inventory)
+    assert rc != 0
+    assert "node-a is in both ray_head and ray_workers" in out
 
 
 @pytest.mark.parametrize("version", ["latest", ">=2.50", "2.60", None])

@@ -55,7 +55,7 @@ def fleet(tmp_path, system="l40s-pcie-4gpu", **odd):
 def test_uniform_fleet_passes_and_says_so(run_preflight, tmp_path):
     rc, out = run_preflight(fleet(tmp_path), {**GPU_VARS, "preflight_tensor_parallel_size": 4})
     assert rc == 0, out
-    assert "GPU fleet OK on 3 hosts (node-a, node-b, node-c)" in out
+    assert "GPU fleet OK on 3 hosts of cluster 'default' (node-a, node-b, node-c)" in out
 
 
 def test_hosts_without_gpus_skip_and_say_so(run_preflight):

@@ -59,7 +59,7 @@ def broken(request):
 def test_uniform_fleet_passed_preflight_without_installing_anything():
     rc, out = site("--tags", "preflight")
     assert rc == 0, out
-    assert "GPU fleet OK on 3 hosts (gpu-head, gpu-worker-1, gpu-worker-2)" in out
+    assert "GPU fleet OK on 3 hosts of cluster 'default' (gpu-head, gpu-worker-1, gpu-worker-2)" in out
     nothing_installed()
 
 

@@ -5,15 +5,42 @@
 NAME is a generator of ray.dashboard.modules.metrics.grafana_dashboard_factory
 (``generate_<NAME>_grafana_dashboard``): default, serve, data, train, ...
 Prints {"ray_version": ..., "dashboards": {NAME: {"uid": ..., "dashboard": {...}}}}.
-Each dashboard's datasource variable is preset to the provisioned datasource.
-Run by the grafana role on the Ray head, with the Ray venv's python.
+Each dashboard's datasource variable is preset to the provisioned datasource, and a
+``ray_cluster`` variable (the label Prometheus puts on every target of the fleet)
+filters every panel, through Ray's own global-filters setting.
+Run by the grafana role on a Ray head, with the Ray venv's python.
 """
 
 import json
+import os
 import sys
 
 import ray
 from ray.dashboard.modules.metrics import grafana_dashboard_factory as factory
+
+
+CLUSTER_FILTER = 'ray_cluster=~"$ray_cluster"'
+
+
+def cluster_variable(uid):
+    query = "label_values(ray_node_cpu_count, ray_cluster)"
+    return {
+        "name": "ray_cluster",
+        "label": "Ray cluster",
+        "type": "query",
+        "datasource": {"type": "prometheus", "uid": uid},
+        "definition": query,
+        "query": {"query": query, "refId": "PrometheusVariableQueryEditor-VariableQuery"},
+        "includeAll": True,
+        "multi": True,
+        "allValue": ".*",
+        "current": {"text": ["All"], "value": ["$__all"]},
+        "options": [],
+        "refresh": 2,
+        "regex": "",
+        "sort": 1,
+        "hide": 0,
+    }
 
 
 def main(argv):
@@ -34,11 +61,17 @@ def main(argv):
         return 1
     dashboards = {}
     for n in names:
+        # Ray reads RAY_GRAFANA_<NAME>_DASHBOARD_GLOBAL_FILTERS (comma-separated matchers) for every panel and variable.
+        filters_var = "RAY_GRAFANA_%s_DASHBOARD_GLOBAL_FILTERS" % n.upper()
+        own = os.environ.get(filters_var, "")
+        os.environ[filters_var] = ",".join(f for f in (own, CLUSTER_FILTER) if f)
         text, dashboard_uid = getattr(factory, prefix + n + suffix)()
         dashboard = json.loads(text)
-        for variable in dashboard.get("templating", {}).get("list", []):
+        variables = dashboard.setdefault("templating", {}).setdefault("list", [])
+        for variable in variables:
             if variable.get("type") == "datasource":
                 variable["current"] = {"selected": True, "text": name, "value": uid}
+        variables.insert(0, cluster_variable(uid))
         dashboards[n] = {"uid": dashboard_uid, "dashboard": dashboard}
     json.dump({"ray_version": ray.__version__, "dashboards": dashboards}, sys.stdout)
     return 0

@@ -1,0 +1,312 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The fleet model: which Ray cluster each host belongs to, its head, its members,
+each node's address and interface, and the settings other roles read across hosts.
+
+Plain Python (no Ansible import): the filter ``rayvllm.fleet.fleet_model`` feeds it
+the inventory's groups and each host's variables and facts; the unit tests feed it
+dictionaries. Everything that must hold before any host changes is returned as a
+list of problems, each naming the cluster, the hosts and the fix.
+"""
+
+import re
+
+DEFAULT_CLUSTER = "default"
+CLUSTER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+WILDCARDS = ("", "0.0.0.0", "::", "[::]")
+
+# Settings other roles read for hosts other than the one they run on (Prometheus scrapes
+# every node, the vLLM server talks to its head, ...). Their defaults are read from the
+# owning role's defaults/main.yml (the one place each is declared); inventory values win.
+SHARED_SETTINGS = {
+    "ray": (
+        "ray_python_interpreter",
+        "ray_install_root",
+        "ray_user",
+        "ray_group",
+        "ray_temp_dir",
+        "ray_environment",
+        "ray_prometheus_name",
+        "ray_num_gpus",
+        "ray_gcs_port",
+        "ray_dashboard_port",
+        "ray_metrics_export_port",
+        "ray_node_manager_port",
+        "ray_object_manager_port",
+        "ray_client_server_port",
+        "ray_dashboard_agent_listen_port",
+        "ray_dashboard_agent_grpc_port",
+        "ray_runtime_env_agent_port",
+        "ray_min_worker_port",
+        "ray_max_worker_port",
+    ),
+    "vllm": (
+        "vllm_package",
+        "vllm_port",
+        "vllm_host",
+        "vllm_install_root",
+        "vllm_tensor_parallel_size",
+        "vllm_allow_cross_node_tp",
+    ),
+    "preflight": ("preflight_gpu_check",),
+    "prometheus": ("prometheus_web_listen_address",),
+    "grafana": ("grafana_http_addr", "grafana_http_port"),
+}
+
+# Settings every node of one cluster must share: Ray refuses mixed versions, and the
+# head, the workers and the vLLM server find each other on these ports.
+CLUSTER_UNIFORM = (
+    "ray_version",
+    "vllm_version",
+    "vllm_package",
+    "ray_gcs_port",
+    "ray_dashboard_port",
+    "ray_metrics_export_port",
+    "ray_node_manager_port",
+    "ray_object_manager_port",
+    "ray_client_server_port",
+    "ray_dashboard_agent_listen_port",
+    "ray_dashboard_agent_grpc_port",
+    "ray_runtime_env_agent_port",
+    "ray_min_worker_port",
+    "ray_max_worker_port",
+    "vllm_port",
+)
+
+# Inventory variables of the fleet model itself (no role default: computed here).
+INPUTS = ("ray_cluster_name", "ray_node_ip", "ray_node_interface", "ray_version", "vllm_version")
+# Roles whose settings describe a Ray node (the others, Prometheus and Grafana, describe the monitoring host).
+NODE_ROLES = ("ray", "vllm", "preflight")
+RAY_NODE_PORTS = (
+    "ray_metrics_export_port",
+    "ray_node_manager_port",
+    "ray_object_manager_port",
+    "ray_dashboard_agent_listen_port",
+    "ray_dashboard_agent_grpc_port",
+    "ray_runtime_env_agent_port",
+)
+RAY_HEAD_PORTS = ("ray_gcs_port", "ray_dashboard_port", "ray_client_server_port")
+
+
+def interface_addresses(facts):
+    """{interface device name: [IPv4 addresses]} from Ansible's network facts."""
+    result = {}
+    for name in facts.get("interfaces") or []:
+        info = facts.get(name.replace("-", "_")) or facts.get(name) or {}
+        if not isinstance(info, dict):
+            continue
+        addresses = []
+        primary = (info.get("ipv4") or {}).get("address")
+        if primary:
+            addresses.append(primary)
+        addresses.extend(a.get("address") for a in info.get("ipv4_secondaries") or [] if a.get("address"))
+        if addresses:
+            result[info.get("device", name)] = addresses
+    return result
+
+
+def _join(items):
+    return ", ".join(str(i) for i in items)
+
+
+def _variants(values):
+    """'a on h1, h2; b on h3' for {host: value}."""
+    by_value = {}
+    for host, value in values.items():
+        by_value.setdefault(repr(value) if isinstance(value, (dict, list)) else str(value), []).append(host)
+    return "; ".join("%s on %s" % (value, _join(sorted(hosts))) for value, hosts in sorted(by_value.items()))
+
+
+def _url(host, port, scheme="http"):
+    host = "[%s]" % host if ":" in host and not host.startswith("[") else host
+    return "%s://%s:%s" % (scheme, host, port)
+
+
+def _listen_url(listen, any_host):
+    host, _, port = str(listen).rpartition(":")
+    return _url(any_host if host in WILDCARDS else host.strip("[]"), port)
+
+
+def literal_defaults(role_defaults):
+    """{variable: default} of SHARED_SETTINGS from {role: parsed defaults/main.yml}; a templated default is refused
+    (it could only be rendered in its own role's context)."""
+    result = {}
+    for role, keys in SHARED_SETTINGS.items():
+        declared = role_defaults.get(role) or {}
+        for key in keys:
+            if key not in declared:
+                raise ValueError("%s is not declared in roles/%s/defaults/main.yml" % (key, role))
+            value = declared[key]
+            if isinstance(value, str) and "{{" in value:
+                raise ValueError("%s in roles/%s/defaults/main.yml must be a literal to be shared" % (key, role))
+            result[key] = value
+    return result
+
+
+def build(heads, workers, hosts, defaults, monitoring=()):
+    """Build the fleet model.
+
+    heads, workers: the inventory's ``ray_head`` and ``ray_workers`` groups (all hosts, not
+    only those of the current run). hosts: {host: {"vars": {...}, "facts": {...},
+    "ansible_host": str|None}} for every Ray node and monitoring host. defaults: the owning
+    roles' literal defaults of SHARED_SETTINGS. monitoring: the ``monitoring`` group.
+
+    Returns (model, problems). model = {"clusters": {name: cluster}, "nodes": {host: node},
+    "monitoring": {...}}; problems = [message, ...] (empty when the model is usable).
+    """
+    heads, workers = list(heads or []), list(workers or [])
+    problems = []
+    both = [h for h in heads if h in workers]
+    if both:
+        problems.append(
+            "%s %s in both ray_head and ray_workers: a node is either its cluster's head or a worker. "
+            "Remove it from one of the groups." % (_join(both), "is" if len(both) == 1 else "are")
+        )
+
+    if not heads and not workers:
+        problems.append("The inventory has no Ray node: put one host per cluster in ray_head, the others in ray_workers.")
+
+    nodes = {}
+    for host in heads + [w for w in workers if w not in heads]:
+        info = hosts.get(host) or {}
+        hvars = info.get("vars") or {}
+        facts = info.get("facts") or {}
+        cluster = hvars.get("ray_cluster_name")
+        cluster = DEFAULT_CLUSTER if cluster in (None, "") else cluster
+        if not isinstance(cluster, str) or not CLUSTER_NAME_RE.match(cluster):
+            problems.append(
+                "ray_cluster_name %r on %s is not a usable cluster name: use letters, digits, '.', '_' or '-' "
+                "(it becomes the ray_cluster label of every metric)." % (cluster, host)
+            )
+            cluster = str(cluster)
+        node_keys = [k for role in NODE_ROLES for k in SHARED_SETTINGS[role]]
+        settings = {key: hvars.get(key, defaults.get(key)) for key in sorted(node_keys)}
+        for key in INPUTS[3:]:
+            settings[key] = hvars.get(key)
+        addresses = interface_addresses(facts)
+        explicit_ip = hvars.get("ray_node_ip")
+        ip = explicit_ip or (facts.get("default_ipv4") or {}).get("address")
+        interface = hvars.get("ray_node_interface") or next(
+            (name for name, addrs in sorted(addresses.items()) if ip in addrs), None
+        )
+        if not ip:
+            problems.append(
+                "%s has no default IPv4 address: set ray_node_ip to the address it uses for the cluster network." % host
+            )
+        elif facts and not any(ip in addrs for addrs in addresses.values()):
+            problems.append(
+                "ray_node_ip %s is on no interface of %s (its addresses: %s): Ray, vLLM and NCCL would advertise an "
+                "address nobody reaches. Set ray_node_ip to one of its addresses."
+                % (ip, host, _join("%s %s" % (n, _join(a)) for n, a in sorted(addresses.items())) or "none")
+            )
+        role = "head" if host in heads else "worker"
+        ports = RAY_NODE_PORTS + (RAY_HEAD_PORTS if role == "head" else ())
+        nodes[host] = {
+            "cluster": cluster,
+            "role": role,
+            "ip": ip or "",
+            "interface": interface or "",
+            # Ports Ray listens on at this node (checked free in preflight; firewall rules).
+            "ray_ports": sorted(int(settings[p]) for p in ports if str(settings.get(p, "")).isdigit()),
+            "settings": settings,
+        }
+
+    by_ip = {}
+    for host, node in nodes.items():
+        if node["ip"]:
+            by_ip.setdefault(node["ip"], []).append(host)
+    for ip, owners in sorted(by_ip.items()):
+        if len(owners) > 1:
+            problems.append(
+                "%s share the address %s (ray_node_ip): every Ray node needs its own. Set ray_node_ip per host."
+                % (_join(sorted(owners)), ip)
+            )
+
+    clusters = {}
+    for host, node in nodes.items():
+        cluster = clusters.setdefault(node["cluster"], {"name": node["cluster"], "heads": [], "workers": []})
+        cluster["heads" if node["role"] == "head" else "workers"].append(host)
+
+    for name, cluster in sorted(clusters.items()):
+        if len(cluster["heads"]) > 1:
+            problems.append(
+                "cluster '%s' has %d heads (%s): a Ray cluster has exactly one. Keep one in ray_head and move the "
+                "others to ray_workers, or give them their own ray_cluster_name."
+                % (name, len(cluster["heads"]), _join(cluster["heads"]))
+            )
+        if not cluster["heads"]:
+            problems.append(
+                "cluster '%s' has workers (%s) but no head: put one of its hosts in ray_head, or set "
+                "ray_cluster_name on the workers to the cluster of an existing head." % (name, _join(cluster["workers"]))
+            )
+        members = cluster["heads"] + cluster["workers"]
+        for key in CLUSTER_UNIFORM:
+            values = {h: nodes[h]["settings"].get(key) for h in members}
+            if len(set(map(str, values.values()))) > 1:
+                problems.append(
+                    "cluster '%s': %s must be the same on every node, but it is %s. Set it once in the cluster's "
+                    "group_vars, not per host." % (name, key, _variants(values))
+                )
+
+    model_clusters = {}
+    for name, cluster in sorted(clusters.items()):
+        if not cluster["heads"]:
+            continue
+        head = cluster["heads"][0]
+        hs = nodes[head]["settings"]
+        head_ip = nodes[head]["ip"]
+        members = [head] + cluster["workers"]
+        gpus = [nodes[h]["settings"].get("ray_num_gpus") for h in members]
+        dashboard_host = (hosts.get(head, {}).get("vars") or {}).get("ray_dashboard_host")
+        model_clusters[name] = {
+            "name": name,
+            "head": head,
+            "workers": list(cluster["workers"]),
+            "hosts": members,
+            "head_ip": head_ip,
+            "gcs_address": "%s:%s" % (head_ip, hs.get("ray_gcs_port")),
+            "dashboard_url": _url(
+                head_ip if dashboard_host in (None,) + WILDCARDS else dashboard_host, hs.get("ray_dashboard_port")
+            ),
+            "vllm_url": _url(head_ip if hs.get("vllm_host") in (None,) + WILDCARDS else hs["vllm_host"], hs.get("vllm_port")),
+            # Declared GPUs per node, head first (None where Ray detects them).
+            "gpus_per_node": gpus,
+            "declared_gpus": sum(int(g) for g in gpus if g not in (None, "")),
+        }
+
+    mon = list(monitoring or [])
+    mon_model = {"host": "", "address": "", "prometheus_url": "", "prometheus_local_url": "", "grafana_url": ""}
+    if mon:
+        first = mon[0]
+        info = hosts.get(first) or {}
+        hvars = info.get("vars") or {}
+        address = nodes[first]["ip"] if first in nodes else (info.get("ansible_host") or first)
+        setting = lambda key: hvars.get(key, defaults.get(key))  # noqa: E731
+        mon_model = {
+            "host": first,
+            "address": address,
+            "prometheus_url": _listen_url(setting("prometheus_web_listen_address"), address),
+            # The same Prometheus as its own host (Grafana beside it) reaches it.
+            "prometheus_local_url": _listen_url(setting("prometheus_web_listen_address"), "127.0.0.1"),
+            "grafana_url": _listen_url("%s:%s" % (setting("grafana_http_addr"), setting("grafana_http_port")), address),
+        }
+
+    return {"clusters": model_clusters, "nodes": nodes, "monitoring": mon_model}, problems
+
+
+def mixed_within_clusters(values, clusters, label="", fmt="%s"):
+    """For {host: value} and {host: cluster}: one message per cluster whose hosts disagree,
+    e.g. "cluster 'a': Python 3.11.2 on h1, h2; Python 3.12.1 on h3"."""
+    out = []
+    for name in sorted(set(clusters.values())):
+        members = {h: v for h, v in values.items() if clusters.get(h) == name}
+        if len(set(map(str, members.values()))) > 1:
+            by_value = {}
+            for host, value in members.items():
+                by_value.setdefault(str(value), []).append(host)
+            out.append(
+                "cluster '%s': %s"
+                % (name, "; ".join("%s on %s" % (label + (fmt % v), _join(sorted(hs))) for v, hs in sorted(by_value.items())))
+            )
+    return out

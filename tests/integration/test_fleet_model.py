@@ -1,0 +1,92 @@
+"""The fleet model: several Ray clusters in one inventory, refused before any host changes when unusable."""
+
+import re
+
+from conftest import local_hosts
+
+# Four hosts on this machine: cluster "alpha" (node-a head, node-b worker), cluster "beta" (node-c head, node-d).
+HOSTS = ("node-a", "node-c"), ("node-b", "node-d")
+
+
+def two_clusters(**hostvars):
+    per_host = {
+        "node-a": {"ray_cluster_name": "alpha"},
+        "node-b": {"ray_cluster_name": "alpha"},
+        "node-c": {"ray_cluster_name": "beta"},
+        "node-d": {"ray_cluster_name": "beta"},
+    }
+    for host, extra in hostvars.items():
+        per_host[host] = {**per_host[host], **extra}
+    return local_hosts(head=HOSTS[0], workers=HOSTS[1], **per_host)
+
+
+def test_two_clusters_pass_and_are_described(run_preflight):
+    rc, out = run_preflight(two_clusters())
+    assert rc == 0, out
+    assert "Ray cluster alpha: head node-a (127.0.0.1), 1 worker (node-b)" in out
+    assert "Ray cluster beta: head node-c (127.0.0.2), 1 worker (node-d)" in out
+
+
+def test_an_inventory_without_cluster_names_is_one_cluster(run_preflight):
+    rc, out = run_preflight(local_hosts(workers=("node-b", "node-c")))
+    assert rc == 0, out
+    assert "Ray cluster default: head node-a (127.0.0.1), 2 workers (node-b, node-c)" in out
+
+
+def test_clusters_may_differ_from_each_other(run_preflight):
+    beta = {"ray_version": "2.59.0", "vllm_port": 8100, "ray_gcs_port": 6380}
+    rc, out = run_preflight(two_clusters(**{"node-c": beta, "node-d": beta}))
+    assert rc == 0, out
+
+
+def test_workers_of_a_cluster_without_a_head(run_preflight):
+    rc, out = run_preflight(two_clusters(**{"node-d": {"ray_cluster_name": "gamma"}}))
+    assert rc != 0
+    assert "cluster 'gamma' has workers (node-d) but no head" in out
+    assert "TASK [rayvllm.fleet.preflight" not in out
+
+
+def test_two_heads_in_one_cluster(run_preflight):
+    rc, out = run_preflight(two_clusters(**{"node-c": {"ray_cluster_name": "alpha"}}))
+    assert rc != 0
+    assert "cluster 'alpha' has 2 heads (node-a, node-c)" in out
+
+
+def test_a_setting_that_differs_inside_a_cluster_names_cluster_hosts_and_values(run_preflight):
+    rc, out = run_preflight(two_clusters(**{"node-d": {"ray_version": "2.59.0"}}))
+    assert rc != 0
+    assert "cluster 'beta': ray_version must be the same on every node, but it is 2.59.0 on node-d; 2.60.0 on node-c" in out
+
+
+def test_ports_and_vllm_version_must_match_inside_a_cluster(run_preflight):
+    rc, out = run_preflight(two_clusters(**{"node-b": {"ray_gcs_port": 6380, "vllm_version": "0.31.0"}}))
+    assert rc != 0
+    assert "cluster 'alpha': vllm_version must be the same on every node, but it is 0.31.0 on node-b; 0.32.0 on node-a" in out
+    assert "cluster 'alpha': ray_gcs_port must be the same on every node, but it is 6379 on node-a; 6380 on node-b" in out
+
+
+def test_node_ip_on_no_interface(run_preflight):
+    rc, out = run_preflight(two_clusters(**{"node-b": {"ray_node_ip": "198.51.100.7"}}))
+    assert rc != 0
+    assert re.search(r"ray_node_ip 198\.51\.100\.7 is on no interface of node-b \(its addresses: .*lo 127\.0\.0\.1", out), out
+
+
+def test_two_hosts_with_one_address(run_preflight):
+    rc, out = run_preflight(two_clusters(**{"node-d": {"ray_node_ip": "127.0.0.1"}}))
+    assert rc != 0
+    assert "node-a, node-d share the address 127.0.0.1 (ray_node_ip)" in out
+
+
+def test_bad_cluster_name(run_preflight):
+    rc, out = run_preflight(two_clusters(**{"node-a": {"ray_cluster_name": "al pha"}, "node-b": {"ray_cluster_name": "al pha"}}))
+    assert rc != 0
+    assert "ray_cluster_name 'al pha' on node-a is not a usable cluster name" in out
+
+
+def test_a_limited_run_sees_the_whole_cluster(run_preflight):
+    """--limit to one worker: its head's address and the other cluster still come from the inventory and facts."""
+    rc, out = run_preflight(two_clusters(), extra_args=["--limit", "node-d"])
+    assert rc == 0, out
+    assert "Ray cluster beta: head node-c (127.0.0.2), 1 worker (node-d)" in out
+    assert "Ray cluster alpha: head node-a (127.0.0.1), 1 worker (node-b)" in out
+    assert "node-a" not in out.split("PLAY RECAP")[1]
