@@ -12,7 +12,9 @@ def env_line(key, value):
     """KEY="value" as systemd reads it back: backslash, double quote, dollar and backtick escaped."""
     key = str(key)
     if not NAME_RE.match(key):
-        raise ValueError("%r is not an environment variable name (letters, digits and _, not starting with a digit)" % key)
+        raise ValueError(
+            "%r is not an environment variable name (letters, digits and _, not starting with a digit)" % key
+        )
     if value is None:
         value = ""
     elif isinstance(value, bool):

@@ -12,9 +12,10 @@ list of problems, each naming the cluster, the hosts and the fix.
 
 import re
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.listen_address import listen_url
+
 DEFAULT_CLUSTER = "default"
 CLUSTER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-WILDCARDS = ("", "0.0.0.0", "::", "[::]")
 
 # Settings other roles read for hosts other than the one they run on (Prometheus scrapes
 # every node, the vLLM server talks to its head, ...). Their defaults are read from the
@@ -118,14 +119,10 @@ def _variants(values):
     return "; ".join("%s on %s" % (value, _join(sorted(hosts))) for value, hosts in sorted(by_value.items()))
 
 
-def _url(host, port, scheme="http"):
-    host = "[%s]" % host if ":" in host and not host.startswith("[") else host
-    return "%s://%s:%s" % (scheme, host, port)
-
-
-def _listen_url(listen, any_host):
-    host, _, port = str(listen).rpartition(":")
-    return _url(any_host if host in WILDCARDS else host.strip("[]"), port)
+def _listen(host, port):
+    """HOST:PORT as listen_url reads it (IPv6 in brackets; no host: every interface)."""
+    host = "" if host is None else str(host)
+    return "%s:%s" % ("[%s]" % host if ":" in host and not host.startswith("[") else host, port)
 
 
 def literal_defaults(role_defaults):
@@ -165,7 +162,9 @@ def build(heads, workers, hosts, defaults, monitoring=()):
         )
 
     if not heads and not workers:
-        problems.append("The inventory has no Ray node: put one host per cluster in ray_head, the others in ray_workers.")
+        problems.append(
+            "The inventory has no Ray node: put one host per cluster in ray_head, the others in ray_workers."
+        )
 
     nodes = {}
     for host in heads + [w for w in workers if w not in heads]:
@@ -238,7 +237,8 @@ def build(heads, workers, hosts, defaults, monitoring=()):
         if not cluster["heads"]:
             problems.append(
                 "cluster '%s' has workers (%s) but no head: put one of its hosts in ray_head, or set "
-                "ray_cluster_name on the workers to the cluster of an existing head." % (name, _join(cluster["workers"]))
+                "ray_cluster_name on the workers to the cluster of an existing head."
+                % (name, _join(cluster["workers"]))
             )
         members = cluster["heads"] + cluster["workers"]
         for key in CLUSTER_UNIFORM:
@@ -266,10 +266,9 @@ def build(heads, workers, hosts, defaults, monitoring=()):
             "hosts": members,
             "head_ip": head_ip,
             "gcs_address": "%s:%s" % (head_ip, hs.get("ray_gcs_port")),
-            "dashboard_url": _url(
-                head_ip if dashboard_host in (None,) + WILDCARDS else dashboard_host, hs.get("ray_dashboard_port")
-            ),
-            "vllm_url": _url(head_ip if hs.get("vllm_host") in (None,) + WILDCARDS else hs["vllm_host"], hs.get("vllm_port")),
+            # Clients reach a server listening on every interface at the head's address.
+            "dashboard_url": listen_url(_listen(dashboard_host, hs.get("ray_dashboard_port")), head_ip),
+            "vllm_url": listen_url(_listen(hs.get("vllm_host"), hs.get("vllm_port")), head_ip),
             # Declared GPUs per node, head first (None where Ray detects them).
             "gpus_per_node": gpus,
             "declared_gpus": sum(int(g) for g in gpus if g not in (None, "")),
@@ -282,14 +281,18 @@ def build(heads, workers, hosts, defaults, monitoring=()):
         info = hosts.get(first) or {}
         hvars = info.get("vars") or {}
         address = nodes[first]["ip"] if first in nodes else (info.get("ansible_host") or first)
-        setting = lambda key: hvars.get(key, defaults.get(key))  # noqa: E731
+        prometheus = hvars.get("prometheus_web_listen_address", defaults["prometheus_web_listen_address"])
+        grafana = _listen(
+            hvars.get("grafana_http_addr", defaults["grafana_http_addr"]),
+            hvars.get("grafana_http_port", defaults["grafana_http_port"]),
+        )
         mon_model = {
             "host": first,
             "address": address,
-            "prometheus_url": _listen_url(setting("prometheus_web_listen_address"), address),
+            "prometheus_url": listen_url(prometheus, address),
             # The same Prometheus as its own host (Grafana beside it) reaches it.
-            "prometheus_local_url": _listen_url(setting("prometheus_web_listen_address"), "127.0.0.1"),
-            "grafana_url": _listen_url("%s:%s" % (setting("grafana_http_addr"), setting("grafana_http_port")), address),
+            "prometheus_local_url": listen_url(prometheus, "127.0.0.1"),
+            "grafana_url": listen_url(grafana, address),
         }
 
     return {"clusters": model_clusters, "nodes": nodes, "monitoring": mon_model}, problems
@@ -307,6 +310,11 @@ def mixed_within_clusters(values, clusters, label="", fmt="%s"):
                 by_value.setdefault(str(value), []).append(host)
             out.append(
                 "cluster '%s': %s"
-                % (name, "; ".join("%s on %s" % (label + (fmt % v), _join(sorted(hs))) for v, hs in sorted(by_value.items())))
+                % (
+                    name,
+                    "; ".join(
+                        "%s on %s" % (label + (fmt % v), _join(sorted(hs))) for v, hs in sorted(by_value.items())
+                    ),
+                )
             )
     return out

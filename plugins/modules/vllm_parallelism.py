@@ -19,7 +19,8 @@ description:
     GPUs; TP is at most the GPUs of one node unless O(allow_cross_node_tp)."
   - "Auto (size V(0)): TP is the largest valid size that fits one node, PP the number of nodes that hold a TP
     group, at most the layer count."
-  - "Standard library only; runs where C(config.json) is: on the Ray head, or on the controller (C(delegate_to: localhost)) for a copy there. Never reports a change."
+  - "Standard library only; runs where C(config.json) is: on the Ray head, or on the controller
+    (C(delegate_to: localhost)) for a copy there. Never reports a change."
 author:
   - rayvllm.fleet maintainers (!UNKNOWN)
 options:

@@ -55,20 +55,30 @@ def test_two_heads_in_one_cluster(run_preflight):
 def test_a_setting_that_differs_inside_a_cluster_names_cluster_hosts_and_values(run_preflight):
     rc, out = run_preflight(two_clusters(**{"node-d": {"ray_version": "2.59.0"}}))
     assert rc != 0
-    assert "cluster 'beta': ray_version must be the same on every node, but it is 2.59.0 on node-d; 2.60.0 on node-c" in out
+    assert (
+        "cluster 'beta': ray_version must be the same on every node, but it is 2.59.0 on node-d; 2.60.0 on node-c"
+        in out
+    )
 
 
 def test_ports_and_vllm_version_must_match_inside_a_cluster(run_preflight):
     rc, out = run_preflight(two_clusters(**{"node-b": {"ray_gcs_port": 6380, "vllm_version": "0.31.0"}}))
     assert rc != 0
-    assert "cluster 'alpha': vllm_version must be the same on every node, but it is 0.31.0 on node-b; 0.32.0 on node-a" in out
-    assert "cluster 'alpha': ray_gcs_port must be the same on every node, but it is 6379 on node-a; 6380 on node-b" in out
+    assert (
+        "cluster 'alpha': vllm_version must be the same on every node, but it is 0.31.0 on node-b; 0.32.0 on node-a"
+        in out
+    )
+    assert (
+        "cluster 'alpha': ray_gcs_port must be the same on every node, but it is 6379 on node-a; 6380 on node-b" in out
+    )
 
 
 def test_node_ip_on_no_interface(run_preflight):
     rc, out = run_preflight(two_clusters(**{"node-b": {"ray_node_ip": "198.51.100.7"}}))
     assert rc != 0
-    assert re.search(r"ray_node_ip 198\.51\.100\.7 is on no interface of node-b \(its addresses: .*lo 127\.0\.0\.1", out), out
+    assert re.search(
+        r"ray_node_ip 198\.51\.100\.7 is on no interface of node-b \(its addresses: .*lo 127\.0\.0\.1", out
+    ), out
 
 
 def test_two_hosts_with_one_address(run_preflight):
@@ -78,7 +88,9 @@ def test_two_hosts_with_one_address(run_preflight):
 
 
 def test_bad_cluster_name(run_preflight):
-    rc, out = run_preflight(two_clusters(**{"node-a": {"ray_cluster_name": "al pha"}, "node-b": {"ray_cluster_name": "al pha"}}))
+    rc, out = run_preflight(
+        two_clusters(**{"node-a": {"ray_cluster_name": "al pha"}, "node-b": {"ray_cluster_name": "al pha"}})
+    )
     assert rc != 0
     assert "ray_cluster_name 'al pha' on node-a is not a usable cluster name" in out
 

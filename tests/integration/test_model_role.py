@@ -12,7 +12,9 @@ def setup(tmp_path, **extra):
     source = tmp_path / "controller-copy"
     subprocess.run([sys.executable, str(TINY_LLAMA), str(source)], check=True, capture_output=True)
     playbook = tmp_path / "model.yml"
-    playbook.write_text("- hosts: all\n  gather_facts: false\n  roles: [rayvllm.fleet.fleet_facts, rayvllm.fleet.model]\n")
+    playbook.write_text(
+        "- hosts: all\n  gather_facts: false\n  roles: [rayvllm.fleet.fleet_facts, rayvllm.fleet.model]\n"
+    )
     group_vars = {
         "model_source": "controller",
         "model_controller_path": str(source),

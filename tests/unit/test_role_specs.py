@@ -6,6 +6,9 @@ import pytest
 import yaml
 from conftest import ROOT
 
+# The fleet model's inventory variables describe Ray cluster membership: fleet_facts documents them under
+# their ray_ names (the other roles read only its facts).
+FLEET_MODEL_INPUTS = {"fleet_facts": {"ray_cluster_name", "ray_node_ip", "ray_node_interface"}}
 ROLES = sorted(p.parent.parent.name for p in (ROOT / "roles").glob("*/meta/argument_specs.yml"))
 ALL_ROLES = sorted(p.name for p in (ROOT / "roles").iterdir() if p.is_dir() and not p.name.startswith("_"))
 
@@ -25,7 +28,9 @@ def test_defaults_and_specs_agree(role):
     options = load(role, "meta", "argument_specs.yml")["argument_specs"]["main"].get("options", {})
     assert sorted(set(defaults) - set(options)) == [], "defaults without argument spec"
     for name, spec in options.items():
-        assert name.startswith(role + "_"), f"{name}: public variables are prefixed with the role name"
+        assert name.startswith(role + "_") or name in FLEET_MODEL_INPUTS.get(role, ()), (
+            f"{name}: public variables are prefixed with the role name"
+        )
         assert spec.get("description"), f"{name}: no description"
         if spec.get("required"):
             assert name not in defaults, f"{name}: required but has a default"
