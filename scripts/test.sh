@@ -23,7 +23,8 @@ ansible-lint --offline -q
 for module in ray_cluster_wait gpu_topology vllm_parallelism; do
   ansible-doc "rayvllm.fleet.$module" >/dev/null
 done
-for filter in gpu_fleet_problems gpu_needs_fabric_manager grafana_dashboard_problems listen_url; do
+for filter in gpu_fleet_problems gpu_needs_fabric_manager grafana_dashboard_problems listen_url env_file fleet_model \
+  mixed_within_clusters; do
   ansible-doc -t filter "rayvllm.fleet.$filter" >/dev/null
 done
 ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
@@ -49,6 +50,22 @@ export RAYVLLM_HOST_IMAGE
 
 echo "== molecule"
 molecule test -s gpu_preflight
-molecule test -s default
+
+# One converged sandbox fleet for everything that needs one: converge, idempotence and the
+# read-only verify tests, then each stage that changes the fleet, alone and in order (each
+# restores what it changed), then destroy.
+echo "== sandbox fleet: converge, idempotence, verify"
+trap 'molecule destroy -s default >/dev/null 2>&1 || true' EXIT
+molecule destroy -s default
+molecule create -s default
+molecule converge -s default
+molecule idempotence -s default
+molecule verify -s default
+for stage in molecule/default/stages/test_*.py; do
+  echo "== sandbox fleet: stage $(basename "$stage" .py)"
+  pytest -p no:cacheprovider -v "$stage"
+done
+molecule destroy -s default
+trap - EXIT
 
 echo "== all tests passed in $(( $(date +%s) - start )) s"

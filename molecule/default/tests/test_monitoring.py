@@ -3,16 +3,13 @@
 Prometheus on the head scrapes every Ray, vLLM and node target with the project's
 rules loaded; every PromQL of the deployed dashboards and rules parses on it; the
 vLLM dashboard's panels return data from the deployed vLLM; Grafana's provisioning
-resolves; bad monitoring input fails before Prometheus restarts; the release-archive
-install and Ray's service-discovery file work and switch back.
+resolves; every target carries its Ray cluster and host. What changes the fleet (a bad rule
+file, the release-archive install, Ray's service-discovery file) runs in its own
+stage: molecule/default/stages/test_1_monitoring_changes.py.
 """
 
-import hashlib
-import http.server
 import json
 import re
-import tarfile
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -21,55 +18,22 @@ import urllib.request
 import pytest
 import testinfra
 import yaml
-from conftest import HEAD_IP, ROOT, SETTINGS, playbook, wait_for
+from conftest import (
+    DASHBOARD_DIR,
+    DATASOURCE_UID,
+    GRAFANA_DIR,
+    HEAD_IP,
+    NODE_IPS,
+    RULES,
+    SETTINGS,
+    VLLM_URL,
+    all_up,
+    api,
+    head,
+    wait_for,
+)
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils import grafana_dashboard
-
-PROMETHEUS = f"http://{HEAD_IP}:9090"
-RULES = ROOT / "roles/prometheus/files/rules"
-GRAFANA_DIR = "/etc/grafana"
-DASHBOARD_DIR = "/var/lib/grafana/dashboards/rayvllm"
-DATASOURCE_UID = "rayvllm-prometheus"
-VLLM_URL = f"http://{HEAD_IP}:{SETTINGS.get('vllm_port', 8000)}"
-
-
-def head():
-    return testinfra.get_host("docker://ray-head")
-
-
-def api(path, **params):
-    url = f"{PROMETHEUS}/api/v1/{path}"
-    if params:
-        url += "?" + urllib.parse.urlencode(params)
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            body = json.load(response)
-    except urllib.error.HTTPError as err:  # a query that does not parse is HTTP 400 with the reason
-        raise AssertionError(f"{path} {params}: HTTP {err.code} {err.read().decode()[:300]}") from None
-    assert body["status"] == "success", body
-    return body["data"]
-
-
-def targets_by_job():
-    by_job = {}
-    for t in api("targets")["activeTargets"]:
-        by_job.setdefault(t["labels"]["job"], []).append(t)
-    return by_job
-
-
-def all_up(jobs=("ray", "vllm", "node")):
-    by_job = targets_by_job()
-    ok = all(by_job.get(job) and all(t["health"] == "up" for t in by_job[job]) for job in jobs)
-    return by_job if ok else None
-
-
-def prometheus_pid():
-    return head().check_output("systemctl show -p MainPID --value prometheus")
-
-
-def prometheus_binary():
-    """The program the running Prometheus was started as (/proc/PID/exe needs ptrace rights the host lacks)."""
-    return head().check_output(f"tr '\\0' '\\n' < /proc/{prometheus_pid()}/cmdline | head -n1")
 
 
 def deployed_dashboards():
@@ -85,6 +49,18 @@ def test_every_ray_vllm_and_node_target_is_up():
     assert len(by_job["vllm"]) == 1
     assert len(by_job["node"]) == 3
     assert "dcgm" not in by_job  # no NVIDIA GPUs in the sandbox
+
+
+def test_every_target_carries_its_cluster_and_host():
+    """The sandbox inventory sets no ray_cluster_name: one cluster, 'default'."""
+    name_of = {ip: name for name, ip in NODE_IPS.items()}
+    by_job = wait_for(all_up, timeout=120, interval=5)
+    for job in ("ray", "vllm", "node"):
+        for target in by_job[job]:
+            labels = target["labels"]
+            assert labels["ray_cluster"] == "default", target
+            assert labels["host"] == name_of[labels["instance"].rsplit(":", 1)[0]], target
+    assert {t["labels"]["host"] for t in by_job["vllm"]} == {"ray-head"}
 
 
 def test_ray_reports_every_node():
@@ -208,94 +184,3 @@ def test_grafana_server_serves_the_dashboards():
     with urllib.request.urlopen(request, timeout=10) as response:
         found = {d["uid"] for d in json.load(response)}
     assert {json.loads(t)["uid"] for t in deployed_dashboards().values()} <= found
-
-
-def test_a_rule_file_that_does_not_parse_fails_before_prometheus_restarts(tmp_path):
-    broken = tmp_path / "team-alerts.yml"
-    broken.write_text("groups:\n  - name: team\n    rules:\n      - alert: Broken\n        expr: sum(rate(up[5m])\n")
-    groups_before = sorted(g["name"] for g in api("rules")["groups"])
-    pid = prometheus_pid()
-    rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus", "-e",
-                       json.dumps({"prometheus_extra_rule_files": [str(broken)]}))  # fmt: skip
-    assert rc != 0
-    assert "team-alerts.yml" in out and "failed to validate" in out, out[-3000:]
-    assert "parse error" in out or "could not parse" in out, out[-3000:]
-    assert prometheus_pid() == pid
-    assert not head().file("/etc/prometheus/rules/team-alerts.yml").exists
-    assert sorted(g["name"] for g in api("rules")["groups"]) == groups_before
-
-
-def serve(directory):
-    """Serve a directory on the sandbox network's gateway address, as a mirror would."""
-    handler = lambda *a, **kw: http.server.SimpleHTTPRequestHandler(*a, directory=str(directory), **kw)  # noqa: E731
-    server = http.server.ThreadingHTTPServer(("10.77.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
-def release_archive(tmp_path):
-    """A release-shaped archive holding Debian's prometheus 2.42.0 binaries (no upstream download reachable)."""
-    binaries = ROOT / ".cache/promtool/x/usr/bin"
-    name = "prometheus-2.42.0.linux-amd64"
-    archive = tmp_path / f"{name}.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        for binary in ("prometheus", "promtool"):
-            tar.add(binaries / binary, f"{name}/{binary}")
-        for empty in ("consoles", "console_libraries"):
-            (tmp_path / empty).mkdir()
-            tar.add(tmp_path / empty, f"{name}/{empty}")
-    return archive, hashlib.sha256(archive.read_bytes()).hexdigest()
-
-
-def test_release_archive_install_checks_the_checksum_and_switches_back(tmp_path):
-    archive, sha256 = release_archive(tmp_path)
-    server = serve(tmp_path)
-    archive_vars = {
-        "prometheus_install_source": "archive",
-        "prometheus_version": "2.42.0",
-        "prometheus_archive_url": f"http://10.77.0.1:{server.server_address[1]}/{archive.name}",
-        "prometheus_archive_checksum": "sha256:" + "0" * 64,
-    }
-    try:
-        pid = prometheus_pid()
-        rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus", "-e", json.dumps(archive_vars))
-        assert rc != 0 and "checksum" in out.lower(), out[-3000:]
-        assert prometheus_pid() == pid
-
-        archive_vars["prometheus_archive_checksum"] = "sha256:" + sha256
-        rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus", "-e", json.dumps(archive_vars))
-        assert rc == 0, out[-3000:]
-        assert prometheus_binary() == "/opt/prometheus/current/prometheus"
-        assert head().file("/opt/prometheus/current").linked_to == "/opt/prometheus/2.42.0"
-        assert "2.42.0" in head().check_output("/opt/prometheus/current/prometheus --version 2>&1")
-        wait_for(all_up, timeout=120, interval=5)
-        rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus", "-e", json.dumps(archive_vars))
-        assert rc == 0 and re.search(r"ray-head\s+: ok=\d+\s+changed=0", out), out[-2000:]
-    finally:
-        server.shutdown()
-        rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus")
-    assert rc == 0, out[-3000:]
-    assert prometheus_binary() == "/usr/bin/prometheus"
-    assert not head().file("/etc/systemd/system/prometheus.service").exists
-    wait_for(all_up, timeout=120, interval=5)
-
-
-def test_ray_service_discovery_file_lists_the_same_targets():
-    try:
-        sd = "prometheus_ray_service_discovery=true"
-        rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus", "-e", sd)
-        assert rc == 0, out[-3000:]
-
-        def discovered():
-            by_job = all_up()
-            ray = (by_job or {}).get("ray", [])
-            from_file = [t for t in ray if "__meta_filepath" in t["discoveredLabels"]]
-            return ray if len(from_file) == len(ray) == 5 else None
-
-        ray = wait_for(discovered, timeout=120, interval=5)
-        assert sorted(t["labels"]["ray_target"] for t in ray) == ["head", "head", "node", "node", "node"]
-        assert wait_for(lambda: api("query", query="count(ray_node_cpu_count)")["result"])[0]["value"][1] == "3"
-    finally:
-        rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus")
-    assert rc == 0, out[-3000:]
-    wait_for(lambda: all_up() and all("__meta_filepath" not in t["discoveredLabels"] for t in all_up()["ray"]))

@@ -56,3 +56,19 @@ def test_three_alive_nodes_and_six_gpus_through_the_api():
     assert sorted(n["node_ip"] for n in nodes) == sorted(NODE_IPS.values())
     assert sum(n["resources_total"].get("GPU", 0) for n in nodes) == 6
     assert [n["node_ip"] for n in nodes if n["is_head_node"]] == [NODE_IPS["ray-head"]]
+
+
+def test_each_node_advertises_its_cluster_address_and_interface(host):
+    """Multi-NIC settings from the fleet model: vLLM's workers and NCCL/gloo use the node's Ray address."""
+    name = host.backend.get_hostname()
+    env = host.file("/etc/ray/ray.env").content_string
+    assert f'VLLM_HOST_IP="{NODE_IPS[name]}"' in env
+    iface = host.check_output(f"ip -o -4 addr show to {NODE_IPS[name]} | awk '{{print $2}}'")
+    assert iface and f'GLOO_SOCKET_IFNAME="{iface}"' in env and f'NCCL_SOCKET_IFNAME="{iface}"' in env
+    pid = host.check_output(f"systemctl show -p MainPID --value {service_name(host)}")
+    environ = host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ")
+    assert f"VLLM_HOST_IP={NODE_IPS[name]}" in environ.splitlines()
+    assert (
+        f"--node-ip-address={NODE_IPS[name]}"
+        in host.file(f"/etc/systemd/system/{service_name(host)}.service").content_string
+    )

@@ -98,6 +98,9 @@ def test_ray_workers_run_on_two_hosts_from_the_vllm_venv():
             raylet = set(re.findall(r"(/opt/\S+/site-packages/ray/_raylet\.so)", maps))
             assert raylet == {f"/opt/vllm/{VENV}/lib/python3.11/site-packages/ray/_raylet.so"}, (name, pid, raylet)
             assert "/opt/ray/" not in maps, (name, pid)
+            # Each worker inherits its node's cluster address (multi-NIC servers: the address NCCL and vLLM use).
+            environ = node(name).check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ").splitlines()
+            assert f"VLLM_HOST_IP={NODE_IPS[name]}" in environ, (name, pid)
 
 
 def test_generation_tokens_counter_rises_after_a_request():

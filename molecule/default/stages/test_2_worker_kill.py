@@ -1,11 +1,11 @@
-"""Destructive: runs after the other verify files (alphabetical order), since killing a
-worker's Ray also takes down the vLLM workers placed on it; vLLM must come back on its own."""
+"""A fault on the converged sandbox: killing a worker's Ray also takes down the vLLM workers placed on it;
+the node rejoins and vLLM serves again on their own. Its own stage, after verify."""
 
 import json
 import subprocess
 import urllib.request
 
-from conftest import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, wait_for
+from sandbox import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, wait_for
 
 
 def test_killed_worker_rejoins_on_its_own():
