@@ -17,6 +17,18 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.listen_address impor
 DEFAULT_CLUSTER = "default"
 CLUSTER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
+# Ports Ray listens on at every node, and at a head only (checked free in preflight; firewall rules).
+RAY_NODE_PORTS = (
+    "ray_metrics_export_port",
+    "ray_node_manager_port",
+    "ray_object_manager_port",
+    "ray_dashboard_agent_listen_port",
+    "ray_dashboard_agent_grpc_port",
+    "ray_runtime_env_agent_port",
+)
+RAY_HEAD_PORTS = ("ray_gcs_port", "ray_dashboard_port", "ray_client_server_port")
+RAY_PORTS = RAY_HEAD_PORTS + RAY_NODE_PORTS + ("ray_min_worker_port", "ray_max_worker_port")
+
 # Settings other roles read for hosts other than the one they run on (Prometheus scrapes
 # every node, the vLLM server talks to its head, ...). Their defaults are read from the
 # owning role's defaults/main.yml (the one place each is declared); inventory values win.
@@ -30,18 +42,8 @@ SHARED_SETTINGS = {
         "ray_environment",
         "ray_prometheus_name",
         "ray_num_gpus",
-        "ray_gcs_port",
-        "ray_dashboard_port",
-        "ray_metrics_export_port",
-        "ray_node_manager_port",
-        "ray_object_manager_port",
-        "ray_client_server_port",
-        "ray_dashboard_agent_listen_port",
-        "ray_dashboard_agent_grpc_port",
-        "ray_runtime_env_agent_port",
-        "ray_min_worker_port",
-        "ray_max_worker_port",
-    ),
+    )
+    + RAY_PORTS,
     "vllm": (
         "vllm_package",
         "vllm_port",
@@ -57,37 +59,12 @@ SHARED_SETTINGS = {
 
 # Settings every node of one cluster must share: Ray refuses mixed versions, and the
 # head, the workers and the vLLM server find each other on these ports.
-CLUSTER_UNIFORM = (
-    "ray_version",
-    "vllm_version",
-    "vllm_package",
-    "ray_gcs_port",
-    "ray_dashboard_port",
-    "ray_metrics_export_port",
-    "ray_node_manager_port",
-    "ray_object_manager_port",
-    "ray_client_server_port",
-    "ray_dashboard_agent_listen_port",
-    "ray_dashboard_agent_grpc_port",
-    "ray_runtime_env_agent_port",
-    "ray_min_worker_port",
-    "ray_max_worker_port",
-    "vllm_port",
-)
+CLUSTER_UNIFORM = ("ray_version", "vllm_version", "vllm_package") + RAY_PORTS + ("vllm_port",)
 
 # Inventory variables of the fleet model itself (no role default: computed here).
 INPUTS = ("ray_cluster_name", "ray_node_ip", "ray_node_interface", "ray_version", "vllm_version")
 # Roles whose settings describe a Ray node (the others, Prometheus and Grafana, describe the monitoring host).
 NODE_ROLES = ("ray", "vllm", "preflight")
-RAY_NODE_PORTS = (
-    "ray_metrics_export_port",
-    "ray_node_manager_port",
-    "ray_object_manager_port",
-    "ray_dashboard_agent_listen_port",
-    "ray_dashboard_agent_grpc_port",
-    "ray_runtime_env_agent_port",
-)
-RAY_HEAD_PORTS = ("ray_gcs_port", "ray_dashboard_port", "ray_client_server_port")
 
 
 def interface_addresses(facts):
