@@ -53,7 +53,7 @@ SHARED_SETTINGS = {
         "vllm_allow_cross_node_tp",
     ),
     "preflight": ("preflight_gpu_check",),
-    "prometheus": ("prometheus_web_listen_address",),
+    "prometheus": ("prometheus_web_listen_address", "prometheus_scrape_interval"),
     "grafana": ("grafana_http_addr", "grafana_http_port"),
 }
 
@@ -252,7 +252,14 @@ def build(heads, workers, hosts, defaults, monitoring=()):
         }
 
     mon = list(monitoring or [])
-    mon_model = {"host": "", "address": "", "prometheus_url": "", "prometheus_local_url": "", "grafana_url": ""}
+    mon_model = {
+        "host": "",
+        "address": "",
+        "prometheus_url": "",
+        "prometheus_local_url": "",
+        "prometheus_scrape_interval": "",
+        "grafana_url": "",
+    }
     if mon:
         first = mon[0]
         info = hosts.get(first) or {}
@@ -269,6 +276,9 @@ def build(heads, workers, hosts, defaults, monitoring=()):
             "prometheus_url": listen_url(prometheus, address),
             # The same Prometheus as its own host (Grafana beside it) reaches it.
             "prometheus_local_url": listen_url(prometheus, "127.0.0.1"),
+            "prometheus_scrape_interval": hvars.get(
+                "prometheus_scrape_interval", defaults["prometheus_scrape_interval"]
+            ),
             "grafana_url": listen_url(grafana, address),
         }
 

@@ -161,6 +161,7 @@ def test_monitoring_urls():
         "address": "10.0.5.5",
         "prometheus_url": "http://10.0.5.5:9091",
         "prometheus_local_url": "http://127.0.0.1:9091",
+        "prometheus_scrape_interval": "15s",
         "grafana_url": "http://10.0.5.5:3000",
     }
     model, _ = build(["h"], [], {"h": host("10.0.0.1")}, monitoring=["h"])

@@ -95,6 +95,7 @@ def test_ray_service_discovery_file_lists_the_same_targets():
 
         ray = wait_for(discovered, timeout=120, interval=5)
         assert sorted(t["labels"]["ray_target"] for t in ray) == ["head", "head", "node", "node", "node"]
+        assert {t["labels"]["ray_cluster"] for t in ray} == {"default"}  # the head's cluster, from the fleet model
         assert wait_for(lambda: api("query", query="count(ray_node_cpu_count)")["result"])[0]["value"][1] == "3"
     finally:
         rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus")
