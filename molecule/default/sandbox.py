@@ -3,6 +3,7 @@ the Ray state API, Prometheus' API, running the repository's playbooks, waiting.
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -32,6 +33,13 @@ def alive_nodes():
     )
     with urllib.request.urlopen(url, timeout=10) as response:
         return json.load(response)["data"]["result"]["result"]
+
+
+def environment_file(text):
+    """{name: value} of a systemd EnvironmentFile= (KEY="value" lines, quoted and escaped)."""
+    return dict(
+        shlex.split(line)[0].split("=", 1) for line in text.splitlines() if "=" in line and not line.startswith("#")
+    )
 
 
 def wait_for(predicate, timeout=180, interval=3):

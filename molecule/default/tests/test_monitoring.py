@@ -28,6 +28,7 @@ from conftest import (
     SETTINGS,
     VLLM_URL,
     all_up,
+    environment_file,
     api,
     head,
     wait_for,
@@ -128,7 +129,7 @@ def test_every_vllm_dashboard_panel_returns_data_from_the_deployed_vllm():
 
 def test_grafana_provisioning_resolves_to_prometheus():
     host = head()
-    env = dict(line.split("=", 1) for line in host.file("/etc/ray/ray.env").content_string.splitlines() if "=" in line)
+    env = environment_file(host.file("/etc/ray/ray.env").content_string)
     ini = host.file(f"{GRAFANA_DIR}/grafana.ini")
     assert (ini.user, ini.group, ini.mode) == ("root", "grafana", 0o640)
     assert f"admin_password = $__file{{{GRAFANA_DIR}/admin_password}}" in ini.content_string
@@ -161,9 +162,9 @@ def test_grafana_provisioning_resolves_to_prometheus():
 
 
 def test_ray_head_reaches_prometheus_and_points_at_grafana():
-    env = head().file("/etc/ray/ray.env").content_string
-    assert f"RAY_PROMETHEUS_HOST=http://{HEAD_IP}:9090" in env
-    assert f"RAY_GRAFANA_HOST=http://{HEAD_IP}:3000" in env and f"RAY_GRAFANA_IFRAME_HOST=http://{HEAD_IP}:3000" in env
+    env = environment_file(head().file("/etc/ray/ray.env").content_string)
+    assert env["RAY_PROMETHEUS_HOST"] == f"http://{HEAD_IP}:9090"
+    assert env["RAY_GRAFANA_HOST"] == env["RAY_GRAFANA_IFRAME_HOST"] == f"http://{HEAD_IP}:3000"
     for worker in ("ray-worker-1", "ray-worker-2"):
         assert "RAY_GRAFANA" not in testinfra.get_host("docker://" + worker).file("/etc/ray/ray.env").content_string
     # The dashboard's Metrics tab queries Prometheus through RAY_PROMETHEUS_HOST.
