@@ -96,6 +96,8 @@ def test_ray_service_discovery_file_lists_the_same_targets():
         ray = wait_for(discovered, timeout=120, interval=5)
         assert sorted(t["labels"]["ray_target"] for t in ray) == ["head", "head", "node", "node", "node"]
         assert {t["labels"]["ray_cluster"] for t in ray} == {"default"}  # the head's cluster, from the fleet model
+        # The same host labels as the static targets: the series continue instead of doubling.
+        assert sorted(t["labels"]["host"] for t in ray) == ["ray-head"] * 3 + ["ray-worker-1", "ray-worker-2"]
         assert wait_for(lambda: api("query", query="count(ray_node_cpu_count)")["result"])[0]["value"][1] == "3"
     finally:
         rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus")
