@@ -83,7 +83,7 @@ def test_datasource_name_must_be_the_one_ray_embeds(run_preflight):
         with_monitoring(), {**GOOD, "ray_prometheus_name": "Prometheus", "grafana_prometheus_datasource_name": "prom"}
     )
     assert rc != 0
-    assert "grafana_prometheus_datasource_name is 'prom' but the Ray head runs with" in out
+    assert "grafana_prometheus_datasource_name is 'prom' but the Ray heads run with" in out
     assert "RAY_PROMETHEUS_NAME 'Prometheus'" in out
 
 
