@@ -62,7 +62,9 @@ SHARED_SETTINGS = {
 CLUSTER_UNIFORM = ("ray_version", "vllm_version", "vllm_package") + RAY_PORTS + ("vllm_port",)
 
 # Inventory variables of the fleet model itself (no role default: computed here).
-INPUTS = ("ray_cluster_name", "ray_node_ip", "ray_node_interface", "ray_version", "vllm_version")
+# The versions have no role default: they are required inventory settings.
+PINNED_VERSIONS = ("ray_version", "vllm_version")
+INPUTS = ("ray_cluster_name", "ray_node_ip", "ray_node_interface") + PINNED_VERSIONS
 # Roles whose settings describe a Ray node (the others, Prometheus and Grafana, describe the monitoring host).
 NODE_ROLES = ("ray", "vllm", "preflight")
 
@@ -143,6 +145,7 @@ def build(heads, workers, hosts, defaults, monitoring=()):
             "The inventory has no Ray node: put one host per cluster in ray_head, the others in ray_workers."
         )
 
+    node_keys = sorted(k for role in NODE_ROLES for k in SHARED_SETTINGS[role])
     nodes = {}
     for host in heads + [w for w in workers if w not in heads]:
         info = hosts.get(host) or {}
@@ -156,13 +159,10 @@ def build(heads, workers, hosts, defaults, monitoring=()):
                 "(it becomes the ray_cluster label of every metric)." % (cluster, host)
             )
             cluster = str(cluster)
-        node_keys = [k for role in NODE_ROLES for k in SHARED_SETTINGS[role]]
-        settings = {key: hvars.get(key, defaults.get(key)) for key in sorted(node_keys)}
-        for key in INPUTS[3:]:
-            settings[key] = hvars.get(key)
+        settings = {key: hvars.get(key, defaults.get(key)) for key in node_keys}
+        settings.update((key, hvars.get(key)) for key in PINNED_VERSIONS)
         addresses = interface_addresses(facts)
-        explicit_ip = hvars.get("ray_node_ip")
-        ip = explicit_ip or (facts.get("default_ipv4") or {}).get("address")
+        ip = hvars.get("ray_node_ip") or (facts.get("default_ipv4") or {}).get("address")
         interface = hvars.get("ray_node_interface") or next(
             (name for name, addrs in sorted(addresses.items()) if ip in addrs), None
         )
