@@ -69,6 +69,12 @@ def test_ray_reports_every_node():
     assert result[0]["value"][1] == "3"
 
 
+def test_prometheus_never_ran_the_packages_own_configuration():
+    """Debian's default configuration scrapes localhost:9090/9100; the managed one scrapes the fleet's addresses."""
+    assert api("series", **{"match[]": 'up{instance=~"localhost:.*"}'}) == []
+    assert not head().file("/usr/sbin/policy-rc.d").exists
+
+
 def test_the_alert_rules_are_loaded_and_quiet_on_a_healthy_fleet():
     groups = {g["name"]: g for g in api("rules")["groups"]}
     assert {"rayvllm-targets", "rayvllm-ray", "rayvllm-vllm", "rayvllm-gpu"} <= set(groups)
