@@ -104,6 +104,14 @@ def _listen(host, port):
     return "%s:%s" % ("[%s]" % host if ":" in host and not host.startswith("[") else host, port)
 
 
+def network_env(ip, interface):
+    """VLLM_HOST_IP and, when the interface is known, GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME."""
+    env = {"VLLM_HOST_IP": ip or ""}
+    if interface:
+        env.update(GLOO_SOCKET_IFNAME=interface, NCCL_SOCKET_IFNAME=interface)
+    return env
+
+
 def literal_defaults(role_defaults):
     """{variable: default} of SHARED_SETTINGS from {role: parsed defaults/main.yml}; a templated default is refused
     (it could only be rendered in its own role's context)."""
@@ -183,6 +191,9 @@ def build(heads, workers, hosts, defaults, monitoring=()):
             "role": role,
             "ip": ip or "",
             "interface": interface or "",
+            # Multi-NIC servers: the environment that keeps vLLM (VLLM_HOST_IP) and torch.distributed/NCCL
+            # (GLOO_/NCCL_SOCKET_IFNAME) on the node's cluster address; the Ray and vLLM services both get it.
+            "network_env": network_env(ip, interface),
             # Ports Ray listens on at this node (checked free in preflight; firewall rules).
             "ray_ports": sorted(int(settings[p]) for p in ports if str(settings.get(p, "")).isdigit()),
             "settings": settings,

@@ -54,6 +54,7 @@ def test_an_inventory_without_cluster_names_is_one_cluster():
         "role": "worker",
         "ip": "10.0.0.3",
         "interface": "eth0",
+        "network_env": {"VLLM_HOST_IP": "10.0.0.3", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0"},
         "ray_ports": [6800, 6801, 8080, 52365, 52366, 52367],
         "settings": model["nodes"]["w2"]["settings"],
     }
@@ -86,6 +87,7 @@ def test_explicit_address_and_interface():
     assert problems == []
     assert (model["nodes"]["h"]["ip"], model["nodes"]["h"]["interface"]) == ("192.168.10.1", "eno1")
     assert (model["nodes"]["w"]["ip"], model["nodes"]["w"]["interface"]) == ("10.0.0.2", "ib0")
+    assert model["nodes"]["w"]["network_env"]["NCCL_SOCKET_IFNAME"] == "ib0"
 
 
 def test_interface_names_with_dashes_are_found():
