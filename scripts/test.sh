@@ -20,11 +20,11 @@ yamllint -s .
 ruff check .
 ruff format --check .
 ansible-lint --offline -q
-for module in ray_cluster_wait gpu_topology vllm_parallelism; do
+for module in ray_cluster_wait gpu_topology vllm_parallelism vllm_ready; do
   ansible-doc "rayvllm.fleet.$module" >/dev/null
 done
 for filter in gpu_fleet_problems gpu_needs_fabric_manager grafana_dashboard_problems listen_url env_file fleet_model \
-  mixed_within_clusters; do
+  mixed_within_clusters systemd_exec_arg unit_value_problems firewall_ruleset; do
   ansible-doc -t filter "rayvllm.fleet.$filter" >/dev/null
 done
 ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
@@ -58,7 +58,11 @@ echo "== sandbox fleet: converge, idempotence, verify"
 trap 'molecule destroy -s default >/dev/null 2>&1 || true' EXIT
 molecule destroy -s default
 molecule create -s default
-molecule converge -s default
+# At -vvv into a log: the verify tests check that no secret (Ray token, vLLM key, passwords) shows in it.
+if ! molecule converge -s default -- -vvv >.cache/converge-vvv.log 2>&1; then
+  grep -n -B2 -A40 'fatal:' .cache/converge-vvv.log | head -300; tail -n 40 .cache/converge-vvv.log; exit 1
+fi
+grep -A5 '^PLAY RECAP' .cache/converge-vvv.log
 molecule idempotence -s default
 molecule verify -s default
 for stage in molecule/default/stages/test_*.py; do

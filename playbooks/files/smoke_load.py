@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A short, bounded load against an OpenAI-compatible /v1/completions endpoint.
 
-    smoke_load.py URL MODEL REQUESTS CONCURRENCY MAX_TOKENS DEADLINE_S   (API key in $SMOKE_API_KEY)
+    smoke_load.py URL MODEL REQUESTS CONCURRENCY MAX_TOKENS DEADLINE_S   (API key: VLLM_API_KEY of the environment file
+    named by $SMOKE_ENV_FILE, vLLM's own; the key itself never travels in an argument or the environment)
 
 Standard library only. Prints one JSON object: requests sent/succeeded/failed,
 wall time, requests/s, output tokens/s, latency p50/p95/max. Exit 1 if any failed.
@@ -9,6 +10,7 @@ wall time, requests/s, output tokens/s, latency p50/p95/max. Exit 1 if any faile
 
 import json
 import os
+import re
 import sys
 import time
 import urllib.request
@@ -44,7 +46,15 @@ def percentile(values, q):
 
 
 def main(url, model, requests, concurrency, max_tokens, deadline_s):
-    key = os.environ.get("SMOKE_API_KEY", "")
+    key = ""
+    env_file = os.environ.get("SMOKE_ENV_FILE")
+    if env_file:
+        with open(env_file) as handle:
+            for line in handle:
+                name, _, value = line.strip().partition("=")
+                if name == "VLLM_API_KEY":
+                    # env_file filter quoting: "..." with \ " $ ` escaped
+                    key = re.sub(r"\\(.)", r"\1", value[1:-1] if value.startswith('"') else value)
     start = time.monotonic()
     deadline = start + float(deadline_s)
     with ThreadPoolExecutor(int(concurrency)) as pool:

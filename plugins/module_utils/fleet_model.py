@@ -38,7 +38,9 @@ SHARED_SETTINGS = {
         "ray_install_root",
         "ray_user",
         "ray_group",
+        "ray_config_dir",
         "ray_temp_dir",
+        "ray_auth_mode",
         "ray_environment",
         "ray_prometheus_name",
         "ray_num_gpus",
@@ -51,15 +53,20 @@ SHARED_SETTINGS = {
         "vllm_install_root",
         "vllm_tensor_parallel_size",
         "vllm_allow_cross_node_tp",
+        "vllm_allowed_cidrs",
     ),
     "preflight": ("preflight_gpu_check",),
-    "prometheus": ("prometheus_web_listen_address", "prometheus_scrape_interval"),
+    "prometheus": ("prometheus_web_listen_address", "prometheus_scrape_interval", "prometheus_ray_head_metrics_ports"),
     "grafana": ("grafana_http_addr", "grafana_http_port"),
+    "node_exporter": ("node_exporter_port",),
+    "dcgm_exporter": ("dcgm_exporter_port",),
 }
 
 # Settings every node of one cluster must share: Ray refuses mixed versions, and the
 # head, the workers and the vLLM server find each other on these ports.
-CLUSTER_UNIFORM = ("ray_version", "vllm_version", "vllm_package") + RAY_PORTS + ("vllm_port",)
+CLUSTER_UNIFORM = ("ray_version", "vllm_version", "vllm_package", "ray_auth_mode") + RAY_PORTS + ("vllm_port",)
+# Ray's token authentication: the environment every Ray service and driver of a cluster needs.
+RAY_AUTH_TOKEN_FILE = "auth_token"
 
 # Inventory variables of the fleet model itself (no role default: computed here).
 # The versions have no role default: they are required inventory settings.
@@ -110,6 +117,23 @@ def network_env(ip, interface):
     if interface:
         env.update(GLOO_SOCKET_IFNAME=interface, NCCL_SOCKET_IFNAME=interface)
     return env
+
+
+def auth_env(settings):
+    """RAY_AUTH_MODE and, with token auth, RAY_AUTH_TOKEN_PATH (a file, so the token never shows in
+    `systemctl show` or a process listing). The mode is always explicit: Ray 2.61 turns token auth on
+    by default, and a cluster that says "disabled" must stay so across that upgrade."""
+    mode = settings.get("ray_auth_mode")
+    if mode != "token":
+        return {"RAY_AUTH_MODE": str(mode)}
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": ray_auth_token_path(settings)}
+
+
+def ray_auth_token_path(settings):
+    """Where the cluster's token lives on every node ("" when token auth is off)."""
+    if settings.get("ray_auth_mode") != "token":
+        return ""
+    return "%s/%s" % (str(settings.get("ray_config_dir")).rstrip("/"), RAY_AUTH_TOKEN_FILE)
 
 
 def literal_defaults(role_defaults):
@@ -194,6 +218,9 @@ def build(heads, workers, hosts, defaults, monitoring=()):
             # Multi-NIC servers: the environment that keeps vLLM (VLLM_HOST_IP) and torch.distributed/NCCL
             # (GLOO_/NCCL_SOCKET_IFNAME) on the node's cluster address; the Ray and vLLM services both get it.
             "network_env": network_env(ip, interface),
+            # Ray token authentication for the Ray services and every driver (vLLM); the token file's path.
+            "auth_env": auth_env(settings),
+            "ray_auth_token_file": ray_auth_token_path(settings),
             # Ports Ray listens on at this node (checked free in preflight; firewall rules).
             "ray_ports": sorted(int(settings[p]) for p in ports if str(settings.get(p, "")).isdigit()),
             "settings": settings,
@@ -293,7 +320,72 @@ def build(heads, workers, hosts, defaults, monitoring=()):
             "grafana_url": listen_url(grafana, address),
         }
 
-    return {"clusters": model_clusters, "nodes": nodes, "monitoring": mon_model}, problems
+    firewall = firewall_exposure(nodes, model_clusters, mon, hosts, defaults)
+    return {"clusters": model_clusters, "nodes": nodes, "monitoring": mon_model, "firewall": firewall}, problems
+
+
+def _setting(hosts, host, key, defaults):
+    return ((hosts.get(host) or {}).get("vars") or {}).get(key, defaults.get(key))
+
+
+def _port(listen):
+    """The port of a HOST:PORT listen address."""
+    return int(str(listen).rsplit(":", 1)[-1])
+
+
+def firewall_exposure(nodes, clusters, monitoring, hosts, defaults):
+    """{host: {"members": [addresses with every port open], "services": [{"name", "ports", "sources", "admins"}]}}
+    for every host of the fleet (Ray nodes and monitoring hosts): who, outside the host's cluster, reaches which
+    of its ports. "admins": also the firewall role's admin networks. roles/firewall renders the rules."""
+
+    def address(host):
+        return nodes[host]["ip"] if host in nodes else ((hosts.get(host) or {}).get("ansible_host") or host)
+
+    prometheus = sorted({address(h) for h in monitoring})
+    heads = sorted(c["head_ip"] for c in clusters.values())
+    result = {}
+    for host in list(nodes) + [m for m in monitoring if m not in nodes]:
+        services = [
+            {"name": "node exporter", "ports": [int(_setting(hosts, host, "node_exporter_port", defaults))],
+             "sources": prometheus, "admins": False},
+        ]  # fmt: skip
+        members = []
+        node = nodes.get(host)
+        if node:
+            s = node["settings"]
+            members = sorted(nodes[h]["ip"] for h in nodes if nodes[h]["cluster"] == node["cluster"] and h != host)
+            services.append(
+                {"name": "Ray metrics", "ports": [int(s["ray_metrics_export_port"])], "sources": prometheus,
+                 "admins": False}
+            )  # fmt: skip
+            if s.get("preflight_gpu_check"):
+                services.append(
+                    {"name": "DCGM exporter", "ports": [int(_setting(hosts, host, "dcgm_exporter_port", defaults))],
+                     "sources": prometheus, "admins": False}
+                )  # fmt: skip
+            if node["role"] == "head":
+                head_metrics = (
+                    _setting(hosts, monitoring[0], "prometheus_ray_head_metrics_ports", defaults)
+                    if (monitoring)
+                    else []
+                )
+                services += [
+                    {"name": "vLLM API", "ports": [int(s["vllm_port"])],
+                     "sources": sorted(set(s.get("vllm_allowed_cidrs") or []) | set(prometheus)), "admins": False},
+                    {"name": "Ray dashboard", "ports": [int(s["ray_dashboard_port"])], "sources": [], "admins": True},
+                    {"name": "Ray head metrics", "ports": sorted(int(p) for p in head_metrics or []),
+                     "sources": prometheus, "admins": False},
+                ]  # fmt: skip
+        if host in monitoring:
+            prom = _setting(hosts, host, "prometheus_web_listen_address", defaults)
+            graf = _setting(hosts, host, "grafana_http_port", defaults)
+            services += [
+                # The Ray dashboards' Metrics tab queries Prometheus from each head.
+                {"name": "Prometheus", "ports": [_port(prom)], "sources": heads, "admins": True},
+                {"name": "Grafana", "ports": [int(graf)], "sources": [], "admins": True},
+            ]
+        result[host] = {"members": members, "services": [svc for svc in services if svc["ports"]]}
+    return result
 
 
 def mixed_within_clusters(values, clusters, label="", fmt="%s"):

@@ -49,6 +49,12 @@ options:
       - "Bearer token for a cluster started with C(RAY_AUTH_MODE=token), sent as C(Authorization: Bearer <token>)."
     type: str
     required: false
+  token_file:
+    description:
+      - Path, on the host the module runs on, of a file holding that token (the cluster's C(RAY_AUTH_TOKEN_PATH)).
+        The token then never travels in the task's arguments. Mutually exclusive with O(token).
+    type: path
+    required: false
 attributes:
   check_mode:
     description: Can run in check mode and return the same result (it only reads).
@@ -135,7 +141,9 @@ def main():
             timeout=dict(type="int", default=300),
             interval=dict(type="float", default=2),
             token=dict(type="str", no_log=True),
+            token_file=dict(type="path"),
         ),
+        mutually_exclusive=[("token", "token_file")],
         supports_check_mode=True,
     )
     p = module.params
@@ -144,8 +152,18 @@ def main():
     if p["timeout"] < 0 or p["interval"] <= 0:
         module.fail_json(msg="timeout must be >= 0 and interval > 0")
 
+    token = p["token"]
+    if p["token_file"]:
+        try:
+            with open(p["token_file"]) as handle:
+                token = handle.read().strip()
+        except OSError as exc:
+            module.fail_json(msg="cannot read the Ray token file %s: %s" % (p["token_file"], exc.strerror))
+        if not token:
+            module.fail_json(msg="the Ray token file %s is empty" % p["token_file"])
+
     def fetch():
-        return fetch_nodes(p["dashboard_url"], token=p["token"], timeout=min(10.0, max(1.0, p["interval"] * 5)))
+        return fetch_nodes(p["dashboard_url"], token=token, timeout=min(10.0, max(1.0, p["interval"] * 5)))
 
     ok, summary, error = wait_for_cluster(
         fetch,

@@ -55,6 +55,8 @@ def test_an_inventory_without_cluster_names_is_one_cluster():
         "ip": "10.0.0.3",
         "interface": "eth0",
         "network_env": {"VLLM_HOST_IP": "10.0.0.3", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0"},
+        "auth_env": {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/etc/ray/auth_token"},
+        "ray_auth_token_file": "/etc/ray/auth_token",
         "ray_ports": [6800, 6801, 8080, 52365, 52366, 52367],
         "settings": model["nodes"]["w2"]["settings"],
     }
@@ -198,3 +200,18 @@ def test_roles_read_fleet_facts_not_the_head_group():
     ]
     assert offenders == []
     assert Path(fm.__file__).name == "fleet_model.py"
+
+
+def test_token_auth_is_explicit_and_uniform_within_a_cluster():
+    model, problems = build(
+        ["h1"],
+        ["h2"],
+        {"h1": host("10.0.0.1", ray_auth_mode="disabled", ray_config_dir="/etc/ray/"), "h2": host("10.0.0.2")},
+    )
+    assert model["nodes"]["h1"]["auth_env"] == {"RAY_AUTH_MODE": "disabled"}
+    assert model["nodes"]["h1"]["ray_auth_token_file"] == ""
+    assert model["nodes"]["h2"]["auth_env"] == {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/etc/ray/auth_token"}
+    assert [p for p in problems if "ray_auth_mode" in p] == [
+        "cluster 'default': ray_auth_mode must be the same on every node, but it is disabled on h1; token on h2. "
+        "Set it once in the cluster's group_vars, not per host."
+    ]

@@ -5,7 +5,7 @@ import json
 import subprocess
 import urllib.request
 
-from sandbox import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, wait_for
+from sandbox import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, vllm_api_key, wait_for
 
 
 def test_killed_worker_rejoins_on_its_own():
@@ -45,7 +45,7 @@ def test_vllm_serves_again_after_the_worker_came_back():
         request = urllib.request.Request(
             url + "/v1/completions",
             data=json.dumps({"model": SETTINGS["vllm_served_model_name"], "prompt": "Hi", "max_tokens": 2}).encode(),
-            headers={"Content-Type": "application/json", "Authorization": "Bearer " + SETTINGS["vllm_api_key"]},
+            headers={"Content-Type": "application/json", "Authorization": "Bearer " + vllm_api_key()},
         )
         with urllib.request.urlopen(request, timeout=300) as response:
             return json.load(response)["usage"]["completion_tokens"] >= 1

@@ -31,6 +31,8 @@ from conftest import (
     environment_file,
     api,
     head,
+    ray_api,
+    vllm_api_key,
     wait_for,
 )
 
@@ -104,7 +106,7 @@ def test_every_dashboard_query_parses_on_the_live_prometheus():
 
 
 def completions(n=4):
-    headers = {"Content-Type": "application/json", "Authorization": "Bearer " + SETTINGS["vllm_api_key"]}
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer " + vllm_api_key()}
     for i in range(n):
         body = {"model": SETTINGS["vllm_served_model_name"], "prompt": f"Count to {i + 3}:", "max_tokens": 6}
         request = urllib.request.Request(VLLM_URL + "/v1/completions", json.dumps(body).encode(), headers)
@@ -174,9 +176,7 @@ def test_ray_head_reaches_prometheus_and_points_at_grafana():
     for worker in ("ray-worker-1", "ray-worker-2"):
         assert "RAY_GRAFANA" not in testinfra.get_host("docker://" + worker).file("/etc/ray/ray.env").content_string
     # The dashboard's Metrics tab queries Prometheus through RAY_PROMETHEUS_HOST.
-    url = f"http://{HEAD_IP}:{SETTINGS['ray_dashboard_port']}/api/prometheus_health"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        assert json.load(response)["result"] is True
+    assert ray_api("/api/prometheus_health")["result"] is True
 
 
 def test_grafana_server_serves_the_dashboards():

@@ -1,6 +1,6 @@
 """The ray_cluster_wait module, run on the head against the live cluster."""
 
-from conftest import NODE_IPS, SETTINGS
+from conftest import NODE_IPS, RAY_TOKEN_FILE, SETTINGS
 
 testinfra_hosts = ["ansible://ray_head"]
 
@@ -23,7 +23,7 @@ def test_cluster_wait_module_sees_the_cluster(host):
     result = host.ansible(
         "rayvllm.fleet.ray_cluster_wait",
         f"dashboard_url=http://{NODE_IPS['ray-head']}:{SETTINGS['ray_dashboard_port']} min_nodes=3 min_gpus=6 "
-        "timeout=30",
+        f"timeout=30 token_file={RAY_TOKEN_FILE}",
         check=True,
     )
     assert result["alive_nodes"] == 3 and result["total_gpus"] == 6.0 and result["missing_ips"] == []
@@ -34,7 +34,7 @@ def test_cluster_wait_module_fails_with_shortfall(host):
     result = run_failing_module(
         host,
         f"dashboard_url=http://{NODE_IPS['ray-head']}:{SETTINGS['ray_dashboard_port']} min_nodes=4 min_gpus=8 "
-        "expected_ips=10.77.0.99 timeout=3 interval=1",
+        f"expected_ips=10.77.0.99 timeout=3 interval=1 token_file={RAY_TOKEN_FILE}",
     )
     assert "3/4 ALIVE nodes" in result["msg"] and "6/8 GPUs" in result["msg"] and "10.77.0.99" in result["msg"]
 
@@ -45,3 +45,13 @@ def test_cluster_wait_module_reports_unreachable_dashboard(host):
         "dashboard_url=http://127.0.0.1:1 min_nodes=1 timeout=2 interval=1",
     )
     assert "unreachable" in result["msg"] and "0/1" not in result["msg"]
+
+
+def test_cluster_wait_module_names_a_refused_token(host):
+    result = run_failing_module(
+        host,
+        f"dashboard_url=http://{NODE_IPS['ray-head']}:{SETTINGS['ray_dashboard_port']} min_nodes=1 timeout=2 "
+        "interval=1 token=not-the-cluster-token",
+    )
+    assert "401" in result["msg"] or "403" in result["msg"], result["msg"]
+    assert "token" in result["msg"]

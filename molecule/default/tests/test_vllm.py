@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 import testinfra
-from conftest import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, playbook
+from conftest import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, playbook, ray_api, vllm_api_key
 
 testinfra_hosts = ["ansible://ray_head"]
 ROOT = Path(__file__).resolve().parents[3]
 URL = f"http://{HEAD_IP}:{SETTINGS.get('vllm_port', 8000)}"
 MODEL = SETTINGS["vllm_served_model_name"]
-KEY = SETTINGS["vllm_api_key"]
 VENV_PYTHON = "/opt/vllm/current/bin/python"
 VENV = f"{SETTINGS['vllm_version']}-ray{SETTINGS['ray_version']}"
 
@@ -23,10 +22,10 @@ def node(name):
     return testinfra.get_host("docker://" + name)
 
 
-def http(path, body=None, key=KEY, timeout=600):
+def http(path, body=None, key=True, timeout=600):
     headers = {"Content-Type": "application/json"}
     if key:
-        headers["Authorization"] = "Bearer " + key
+        headers["Authorization"] = "Bearer " + (vllm_api_key() if key is True else key)
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(URL + path, data=data, headers=headers)
     with urllib.request.urlopen(request, timeout=timeout) as response:
@@ -52,7 +51,7 @@ def main_pids():
 def test_completion_through_the_openai_client(host):
     script = (
         "from openai import OpenAI; import json, sys;"
-        f"c = OpenAI(base_url='{URL}/v1', api_key='{KEY}');"
+        f"c = OpenAI(base_url='{URL}/v1', api_key='{vllm_api_key()}');"
         f"r = c.completions.create(model='{MODEL}', prompt='Hello, my name is', max_tokens=8, temperature=0);"
         "print(json.dumps({'tokens': r.usage.completion_tokens, 'text': r.choices[0].text}))"
     )
@@ -68,19 +67,16 @@ def test_models_endpoint_needs_the_api_key():
 
 
 def test_api_key_is_not_on_the_command_line_or_in_readable_files(host):
-    assert KEY not in host.check_output("systemctl show -p ExecStart --value vllm")
-    assert KEY not in host.check_output("ps -eo args")
+    key = vllm_api_key()
+    assert key not in host.check_output("systemctl show vllm")
+    assert key not in host.check_output("ps -eo args")
     env_file = host.file("/etc/vllm/vllm.env")
     assert env_file.mode == 0o600 and env_file.user == "root"
 
 
 def test_ray_workers_run_on_two_hosts_from_the_vllm_venv():
-    url = (
-        f"http://{HEAD_IP}:{SETTINGS['ray_dashboard_port']}/api/v0/actors"
-        "?filter_keys=state&filter_predicates=%3D&filter_values=ALIVE&limit=1000&detail=true"
-    )
-    with urllib.request.urlopen(url, timeout=10) as response:
-        actors = json.load(response)["data"]["result"]["result"]
+    path = "/api/v0/actors?filter_keys=state&filter_predicates=%3D&filter_values=ALIVE&limit=1000&detail=true"
+    actors = ray_api(path)["data"]["result"]["result"]
     workers = [a for a in actors if "RayWorker" in a.get("class_name", "")]
     tp = SETTINGS["vllm_tensor_parallel_size"] * SETTINGS["vllm_pipeline_parallel_size"]
     assert len(workers) == tp, [a.get("class_name") for a in actors]

@@ -1,0 +1,225 @@
+"""Secure by default, on the sandbox fleet: Ray token auth, the vLLM API key, the host firewall, hardened
+units and no secret in any output. Each check can fail; nothing here changes the fleet."""
+
+import json
+import os
+import subprocess
+import textwrap
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import testinfra
+from conftest import HEAD_IP, NODE_IPS, PROMETHEUS, SETTINGS, VLLM_URL, ray_api, ray_token, vllm_api_key, wait_for
+
+ROOT = Path(__file__).resolve().parents[3]
+HOSTS = list(NODE_IPS)
+# The "ShadowRay" request: an unauthenticated job submission that runs a shell command on the cluster.
+ATTACK = {"entrypoint": "id; hostname"}
+# A container on the sandbox network that is not a cluster member (not in firewall_admin_cidrs either).
+OUTSIDER_IP = "10.77.0.50"
+# The converge of scripts/test.sh runs at -vvv into this log.
+CONVERGE_LOG = ROOT / ".cache/converge-vvv.log"
+
+
+def node(name):
+    return testinfra.get_host("docker://" + name)
+
+
+def http_status(url, data=None, headers=None, timeout=10):
+    request = urllib.request.Request(url, data=data, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status
+    except urllib.error.HTTPError as err:
+        return err.code
+
+
+def test_unauthenticated_job_submission_is_refused():
+    """The ShadowRay request, exactly, without the token."""
+    body = json.dumps(ATTACK).encode()
+    status = http_status(
+        f"http://{HEAD_IP}:{SETTINGS['ray_dashboard_port']}/api/jobs/", body, {"Content-Type": "application/json"}
+    )
+    assert status in (401, 403), status
+    assert http_status(f"http://{HEAD_IP}:{SETTINGS['ray_dashboard_port']}/api/v0/nodes") in (401, 403)
+
+
+def test_wrong_token_is_refused():
+    with pytest.raises(urllib.error.HTTPError) as err:
+        ray_api("/api/v0/nodes", token="x" * 64)
+    assert err.value.code in (401, 403)
+
+
+def test_the_same_submission_with_the_token_runs_as_the_service_account():
+    job = ray_api("/api/jobs/", data=ATTACK)
+    job_id = job.get("submission_id") or job["job_id"]
+
+    def finished():
+        status = ray_api(f"/api/jobs/{job_id}")["status"]
+        return status if status in ("SUCCEEDED", "FAILED", "STOPPED") else None
+
+    assert wait_for(finished, timeout=120, interval=2) == "SUCCEEDED"
+    logs = ray_api(f"/api/jobs/{job_id}/logs")["logs"]
+    assert f"uid={node('ray-head').check_output('id -u ' + SETTINGS['ray_user'])}({SETTINGS['ray_user']})" in logs
+
+
+@pytest.mark.parametrize(
+    ("label", "env", "refusal"),
+    [
+        # A plain client (no auth settings at all): the cluster refuses the connection.
+        ("no token", "HOME=/nonexistent", "Failed to connect to Ray cluster"),
+        # A client that offers a token, but not the cluster's: the GCS says so.
+        ("wrong token", "RAY_AUTH_MODE=token RAY_AUTH_TOKEN=" + "y" * 64 + " HOME=/nonexistent", "InvalidAuthToken"),
+    ],
+)
+def test_a_ray_client_without_the_token_cannot_connect(label, env, refusal):
+    """ray.init() against the head's GCS from a member host (the firewall lets it through): only the token decides."""
+    script = "import ray; ray.init(address='%s:%s', log_to_driver=False); print('CONNECTED')" % (
+        HEAD_IP,
+        SETTINGS["ray_gcs_port"],
+    )
+    python = f"{SETTINGS['ray_install_root']}/current/bin/python"
+    result = node("ray-worker-1").run(f'cd /tmp && timeout 120 env {env} {python} -c "{script}"')
+    assert "CONNECTED" not in result.stdout, f"{label}: connected without the cluster's token"
+    assert refusal in result.stderr, result.stderr[-2000:]
+
+
+def test_token_is_a_group_readable_file_never_an_argument_or_variable():
+    token = ray_token()
+    assert len(token) >= 32
+    for name in HOSTS:
+        host = node(name)
+        token_file = host.file("/etc/ray/auth_token")
+        assert (token_file.user, token_file.group, token_file.mode) == ("root", SETTINGS["ray_group"], 0o640)
+        assert token_file.content_string.strip() == token, f"{name} holds another cluster's token"
+        service = "ray-head" if name == "ray-head" else "ray-worker"
+        shown = host.check_output(f"systemctl show {service}")
+        assert token not in shown and token not in host.check_output("ps -eo args")
+        assert "RAY_AUTH_MODE" not in shown  # from the environment file, not Environment=
+        env = host.file("/etc/ray/ray.env").content_string
+        assert 'RAY_AUTH_MODE="token"' in env and 'RAY_AUTH_TOKEN_PATH="/etc/ray/auth_token"' in env
+    head = node("ray-head")
+    assert token not in head.check_output("systemctl show vllm")
+
+
+def test_vllm_requires_the_key_on_v1_and_serves_with_it():
+    for path in ("/v1/models", "/v1/completions"):
+        assert http_status(VLLM_URL + path) == 401, path
+    request = urllib.request.Request(VLLM_URL + "/v1/models", headers={"Authorization": "Bearer " + vllm_api_key()})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert SETTINGS["vllm_served_model_name"] in [m["id"] for m in json.load(response)["data"]]
+
+
+def test_prometheus_has_no_lifecycle_api():
+    assert http_status(PROMETHEUS + "/-/quit", data=b"") in (403, 404)
+    assert http_status(PROMETHEUS + "/-/reload", data=b"") in (403, 404)
+    assert "--web.enable-lifecycle" not in node("ray-head").check_output("ps -eo args")
+
+
+@pytest.mark.parametrize(
+    "service,host", [("ray-head", "ray-head"), ("ray-worker", "ray-worker-1"), ("vllm", "ray-head")]
+)
+def test_services_are_sandboxed_but_keep_devices(service, host):
+    props = dict(
+        line.split("=", 1)
+        for line in node(host)
+        .check_output(
+            f"systemctl show {service} -p NoNewPrivileges -p ProtectSystem -p ProtectHome -p PrivateTmp "
+            "-p ProtectKernelTunables -p ProtectKernelModules -p ProtectControlGroups -p RestrictSUIDSGID "
+            "-p LockPersonality -p PrivateDevices -p MemoryDenyWriteExecute -p User"
+        )
+        .splitlines()
+    )
+    assert props["ProtectSystem"] == "strict" and props["ProtectHome"] == "yes"
+    for key in ("NoNewPrivileges", "PrivateTmp", "ProtectKernelTunables", "ProtectKernelModules",
+                "ProtectControlGroups", "RestrictSUIDSGID", "LockPersonality"):  # fmt: skip
+        assert props[key] == "yes", key
+    assert props["PrivateDevices"] == "no" and props["MemoryDenyWriteExecute"] == "no"
+    assert props["User"] == SETTINGS["ray_user"]
+
+
+def test_weights_are_readable_not_writable_by_the_service_account():
+    head = node("ray-head")
+    model = SETTINGS["model_path"]
+    result = head.run(
+        f"runuser -u {SETTINGS['ray_user']} -- sh -c 'cat {model}/config.json >/dev/null && touch {model}/x'"
+    )
+    assert result.rc != 0 and "ermission denied" in result.stderr, result.stderr
+
+
+def test_every_host_runs_the_firewall_table():
+    for name in HOSTS:
+        ruleset = node(name).check_output("nft list table inet rayvllm_fleet")
+        assert "policy drop" in ruleset, name
+        assert node(name).service("rayvllm-firewall").is_enabled
+
+
+PROBE = textwrap.dedent(
+    """
+    import json, socket, sys, urllib.error, urllib.request
+    result = {}
+    for host, port in json.loads(sys.argv[1]):
+        s = socket.socket()
+        s.settimeout(3)
+        try:
+            s.connect((host, port))
+            result["%s:%s" % (host, port)] = "open"
+        except OSError as exc:
+            result["%s:%s" % (host, port)] = type(exc).__name__
+        finally:
+            s.close()
+    try:
+        urllib.request.urlopen(sys.argv[2], timeout=10)
+        result["vllm_models"] = 200
+    except urllib.error.HTTPError as err:
+        result["vllm_models"] = err.code
+    print(json.dumps(result))
+    """
+)
+
+
+def probe(ports, docker_args, image=None):
+    image = image or os.environ.get("RAYVLLM_HOST_IMAGE", "rayvllm-host:latest")
+    proc = subprocess.run(
+        ["docker", "run", "--rm", *docker_args, "--entrypoint", "python3", image, "-c", PROBE, json.dumps(ports),
+         VLLM_URL + "/v1/models"],
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_a_host_outside_the_cluster_reaches_only_the_vllm_port():
+    head_ports = [SETTINGS[p] for p in ("ray_gcs_port", "ray_dashboard_port", "ray_client_server_port")]
+    head_ports += [SETTINGS["ray_metrics_export_port"], 9100, 9090]  # Ray metrics, node exporter, Prometheus
+    worker_ports = [SETTINGS["ray_metrics_export_port"], SETTINGS["ray_node_manager_port"], 9100]
+    closed = [(HEAD_IP, p) for p in head_ports] + [(NODE_IPS["ray-worker-1"], p) for p in worker_ports]
+    vllm = (HEAD_IP, SETTINGS.get("vllm_port", 8000))
+    seen = probe(closed + [vllm], ["--network", "rayvllm-sandbox", "--ip", OUTSIDER_IP])
+    assert seen.pop("%s:%s" % vllm) == "open"
+    assert seen.pop("vllm_models") == 401  # reachable, but the key guards /v1
+    assert {k: v for k, v in seen.items() if v == "open"} == {}, seen
+
+
+def test_cluster_members_reach_each_other():
+    """The control for the test above: the same ports answer a member of the cluster."""
+    worker = node("ray-worker-2")
+    for port in (SETTINGS["ray_gcs_port"], SETTINGS["ray_dashboard_port"], 9100, SETTINGS["ray_metrics_export_port"]):
+        result = worker.run(f"python3 -c \"import socket; socket.create_connection(('{HEAD_IP}', {port}), timeout=3)\"")
+        assert result.rc == 0, (port, result.stderr)
+
+
+def test_no_secret_in_the_converge_output_at_vvv():
+    if not CONVERGE_LOG.exists():
+        pytest.skip(f"{CONVERGE_LOG} absent: scripts/test.sh writes it with `molecule converge -- -vvv`")
+    text = CONVERGE_LOG.read_text(errors="replace")
+    assert "<ray-head> EXEC" in text, "the log is not a -vvv run"
+    secrets = {"Ray token": ray_token(), "vLLM API key": vllm_api_key()}
+    if SETTINGS.get("grafana_admin_password"):
+        secrets["Grafana password"] = SETTINGS["grafana_admin_password"]
+    if SETTINGS.get("model_hf_token"):
+        secrets["HF token"] = SETTINGS["model_hf_token"]
+    shown = [name for name, value in secrets.items() if value in text]
+    assert shown == [], f"shown at -vvv: {shown}"

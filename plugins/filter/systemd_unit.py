@@ -1,0 +1,24 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Filters for values written into systemd units (see module_utils/systemd_unit.py)."""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import exec_arg, unsafe_values
+
+
+def systemd_exec_arg(value):
+    try:
+        return exec_arg(value)
+    except ValueError as exc:
+        raise AnsibleFilterError("systemd_exec_arg: %s" % exc)
+
+
+def unit_value_problems(variables):
+    return unsafe_values(variables)
+
+
+class FilterModule:
+    def filters(self):
+        return {"systemd_exec_arg": systemd_exec_arg, "unit_value_problems": unit_value_problems}

@@ -1,0 +1,58 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Values written into systemd units and environment files: one argument stays one argument, and
+nothing in a value can add a line (a newline in an ExecStart= value would inject an
+``ExecStartPre=+...`` run as root) or be expanded by systemd (``%`` specifiers, ``$VARIABLES``)."""
+
+import re
+
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+PLAIN_RE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
+
+
+def control_character(value):
+    """The first control character of a string as a readable name (e.g. 'a newline'), or None."""
+    match = CONTROL_RE.search(str(value))
+    if not match:
+        return None
+    char = match.group(0)
+    names = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", "\x00": "a NUL byte"}
+    return names.get(char, "the control character %r" % char)
+
+
+def exec_arg(value):
+    """One ExecStart= argument exactly as given: double-quoted (with \\ and " escaped) unless plain,
+    % doubled (no specifier expansion) and $ doubled (no variable expansion)."""
+    value = "" if value is None else str(value)
+    bad = control_character(value)
+    if bad:
+        raise ValueError("%r contains %s, which a systemd unit cannot hold in one argument" % (value, bad))
+    if not PLAIN_RE.match(value):
+        value = '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"')
+    return value.replace("%", "%%").replace("$", "$$")
+
+
+def _walk(name, value):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            path = "%s.%s" % (name, CONTROL_RE.sub("?", str(key)))
+            yield from _walk(path, key)
+            yield from _walk(path, item)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from _walk("%s[%d]" % (name, index), item)
+    elif isinstance(value, str):
+        yield name, value
+
+
+def unsafe_values(variables):
+    """["NAME (contains a newline)", ...] for every string, also inside lists and mappings, of
+    {variable name: value} that holds a control character. Values are never repeated (some are secrets)."""
+    problems = []
+    for name, value in (variables or {}).items():
+        for path, text in _walk(str(name), value):
+            bad = control_character(text)
+            if bad:
+                problems.append("%s (contains %s)" % (path, bad))
+    return problems

@@ -1,0 +1,54 @@
+"""Values written into systemd units: one argument stays one, nothing adds a line or expands."""
+
+import pytest
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import exec_arg, unsafe_values
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        ("--port=8000", "--port=8000"),
+        ("/srv/models/tiny-llama", "/srv/models/tiny-llama"),
+        ("my model", '"my model"'),
+        ('say "hi"', '"say \\"hi\\""'),
+        ("50%", "50%%"),
+        ("%h/x", "%%h/x"),
+        ("$HOME", '"$$HOME"'),
+        ('--resources={"a": 1}', '"--resources={\\"a\\": 1}"'),
+        ("a\\b", '"a\\\\b"'),
+        ("", '""'),
+    ],
+)  # fmt: skip
+def test_exec_arg_quotes_and_escapes(value, written):
+    assert exec_arg(value) == written
+
+
+@pytest.mark.parametrize("value", ["tiny\nExecStartPre=+/bin/sh -c id", "a\rb", "a\x00b", "tab\there"])
+def test_exec_arg_refuses_control_characters(value):
+    with pytest.raises(ValueError, match="contains"):
+        exec_arg(value)
+
+
+def test_unsafe_values_names_the_variable_never_the_value():
+    problems = unsafe_values(
+        {
+            "vllm_served_model_name": "tiny\nExecStartPre=+/bin/sh -c id",
+            "vllm_extra_args": ["--ok", "bad\r"],
+            "vllm_environment": {"HF_HOME": "/ok", "X": "sec\nret"},
+            "vllm_api_key": "secret\n",
+            "vllm_port": 8000,
+            "fine": "plain value with % and $",
+        }
+    )
+    assert problems == [
+        "vllm_served_model_name (contains a newline)",
+        "vllm_extra_args[1] (contains a carriage return)",
+        "vllm_environment.X (contains a newline)",
+        "vllm_api_key (contains a newline)",
+    ]
+    assert not any("secret" in p or "ExecStartPre" in p for p in problems)
+
+
+def test_unsafe_values_checks_mapping_keys():
+    assert unsafe_values({"ray_environment": {"A\nB": "1"}}) == ["ray_environment.A?B (contains a newline)"]
