@@ -1,0 +1,67 @@
+"""Insecure or unsafe settings fail in preflight, before any host changes, naming the variable and the fix;
+secrets are generated once beside the inventory and never shown."""
+
+import stat
+
+from conftest import local_hosts
+
+
+def test_keys_and_tokens_are_generated_once_beside_the_inventory(run_preflight, tmp_path):
+    rc, out = run_preflight(local_hosts())
+    assert rc == 0, out
+    credentials = tmp_path / "inventory/credentials/default"
+    files = {p.name: p for p in credentials.iterdir()}
+    assert sorted(files) == ["ray_auth_token", "vllm_api_key"]
+    first = {name: p.read_text() for name, p in files.items()}
+    for path in files.values():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert len(first["ray_auth_token"].strip()) == 64 and len(first["vllm_api_key"].strip()) == 48
+    assert not any(value.strip() in out for value in first.values())
+    rc, out = run_preflight(local_hosts())
+    assert rc == 0, out
+    assert {name: p.read_text() for name, p in files.items()} == first
+
+
+def test_an_empty_api_key_is_refused(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"vllm_api_key": ""})
+    assert rc != 0
+    assert "vllm_api_key on node-a is empty, shorter than 16 characters" in out
+    assert "Remove the setting to have a key generated" in out
+
+
+def test_a_newline_in_a_unit_value_is_refused(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"vllm_served_model_name": "tiny\nExecStartPre=+/bin/sh -c id"})
+    assert rc != 0
+    assert "vllm_served_model_name (contains a newline)" in out
+
+
+def test_a_newline_in_the_ray_environment_is_refused(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"ray_environment": {"NCCL_DEBUG": "INFO\nExecStartPre=+/bin/id"}})
+    assert rc != 0
+    assert "ray_environment.NCCL_DEBUG (contains a newline)" in out
+
+
+def test_ray_as_root_is_refused(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"ray_user": "root"})
+    assert rc != 0
+    assert "ray_user/ray_group on node-a is root" in out
+
+
+def test_a_short_ray_token_is_refused_without_showing_it(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"ray_auth_token": "hunter2hunter2"})
+    assert rc != 0
+    assert "ray_auth_token must be at least 32 characters" in out
+    assert "hunter2hunter2" not in out
+
+
+def test_auth_mode_differing_inside_a_cluster_is_refused(run_preflight):
+    rc, out = run_preflight(local_hosts(**{"node-b": {"ray_auth_mode": "disabled"}}))
+    assert rc != 0
+    assert "ray_auth_mode must be the same on every node, but it is disabled on node-b; token on node-a" in out
+
+
+def test_a_firewall_source_that_is_no_address_is_refused(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"firewall_admin_cidrs": ["office"], "vllm_allowed_cidrs": ["10.0.0.0/33"]})
+    assert rc != 0
+    assert "firewall_admin_cidrs: 'office' is not an IP address or network" in out
+    assert "'10.0.0.0/33' is not an IP address or network" in out
