@@ -44,15 +44,21 @@ def vllm_api_key():
     return environment_file(text)["VLLM_API_KEY"]
 
 
-def ray_api(path, token=True, data=None, timeout=10):
-    """JSON of the head's dashboard/state API, with the cluster's token (token=False: none; a string: that one)."""
+def bearer_request(url, token, data=None, timeout=10):
+    """The response body of GET (or POST data as JSON) with a bearer token (None: without); JSON decoded when it is."""
     headers = {"Content-Type": "application/json"}
     if token:
-        headers["Authorization"] = "Bearer " + (ray_token() if token is True else token)
+        headers["Authorization"] = "Bearer " + token
     body = json.dumps(data).encode() if data is not None else None
-    request = urllib.request.Request(DASHBOARD + path, data=body, headers=headers)
+    request = urllib.request.Request(url, data=body, headers=headers)
     with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.load(response)
+        raw = response.read().decode()
+    return json.loads(raw) if raw.startswith(("{", "[")) else raw
+
+
+def ray_api(path, token=True, data=None, timeout=10):
+    """JSON of the head's dashboard/state API, with the cluster's token (token=False: none; a string: that one)."""
+    return bearer_request(DASHBOARD + path, ray_token() if token is True else token, data, timeout)
 
 
 def alive_nodes():

@@ -3,7 +3,7 @@ import json
 from urllib.error import HTTPError, URLError
 
 import pytest
-from conftest import FIXTURES
+from conftest import FIXTURES, FakeClock
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils import ray_state
 
@@ -50,19 +50,6 @@ def test_missing_ips_reported():
 def test_bad_payloads_raise_unreachable(body):
     with pytest.raises(ray_state.DashboardUnreachable):
         ray_state.parse_nodes(body)
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-        self.sleeps = []
-
-    def clock(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def test_wait_succeeds_when_nodes_join():

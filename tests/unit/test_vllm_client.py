@@ -7,7 +7,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, FakeClock
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils import vllm_client
 from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_client import VllmError
@@ -126,19 +126,6 @@ def closed_url():
     port = sock.getsockname()[1]
     sock.close()
     return "http://127.0.0.1:%d" % port
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-        self.sleeps = []
-
-    def clock(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def wait(fake, api_key="", model=MODEL, timeout=60, interval=5, fc=None, **kwargs):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import testinfra
-from conftest import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, playbook, ray_api, vllm_api_key
+from conftest import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, bearer_request, playbook, ray_api, vllm_api_key
 
 testinfra_hosts = ["ansible://ray_head"]
 ROOT = Path(__file__).resolve().parents[3]
@@ -23,14 +23,7 @@ def node(name):
 
 
 def http(path, body=None, key=True, timeout=600):
-    headers = {"Content-Type": "application/json"}
-    if key:
-        headers["Authorization"] = "Bearer " + (vllm_api_key() if key is True else key)
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(URL + path, data=data, headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        raw = response.read().decode()
-    return json.loads(raw) if raw.startswith("{") else raw
+    return bearer_request(URL + path, vllm_api_key() if key is True else key, body, timeout)
 
 
 def generation_tokens():
