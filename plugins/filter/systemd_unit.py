@@ -5,7 +5,7 @@
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import exec_arg, unsafe_values
+from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import exec_arg, path_arg, unsafe_values
 
 
 def systemd_exec_arg(value):
@@ -15,10 +15,21 @@ def systemd_exec_arg(value):
         raise AnsibleFilterError("systemd_exec_arg: %s" % exc)
 
 
+def systemd_path_arg(value):
+    try:
+        return path_arg(value)
+    except ValueError as exc:
+        raise AnsibleFilterError("systemd_path_arg: %s" % exc)
+
+
 def unit_value_problems(variables):
     return unsafe_values(variables)
 
 
 class FilterModule:
     def filters(self):
-        return {"systemd_exec_arg": systemd_exec_arg, "unit_value_problems": unit_value_problems}
+        return {
+            "systemd_exec_arg": systemd_exec_arg,
+            "systemd_path_arg": systemd_path_arg,
+            "unit_value_problems": unit_value_problems,
+        }

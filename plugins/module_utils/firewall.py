@@ -46,13 +46,15 @@ def _accept(lines, v4, v6, match, comment):
     """Accept MATCH from the sources; 0.0.0.0/0 or ::/0 among them: from anywhere."""
     match = (" " + match) if match else ""
     comment = " comment " + _quote(comment)
-    if "0.0.0.0/0" in v4 or "::/0" in v6:
+    if "0.0.0.0/0" in v4 and "::/0" in v6:
         lines.append(("%s accept%s" % (match, comment)).lstrip())
         return
     if v4:
-        lines.append("ip saddr %s%s accept%s" % (_set(v4), match, comment))
+        source = "meta nfproto ipv4" if "0.0.0.0/0" in v4 else "ip saddr %s" % _set(v4)
+        lines.append("%s%s accept%s" % (source, match, comment))
     if v6:
-        lines.append("ip6 saddr %s%s accept%s" % (_set(v6), match, comment))
+        source = "meta nfproto ipv6" if "::/0" in v6 else "ip6 saddr %s" % _set(v6)
+        lines.append("%s%s accept%s" % (source, match, comment))
 
 
 def _quote(text):
@@ -76,6 +78,7 @@ def ruleset(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.0
         "ct state invalid drop",
         'iif "lo" accept',
         'meta l4proto { 1, 58 } accept comment "ICMP, ICMPv6: ping, path MTU, IPv6 neighbour discovery"',
+        'ip6 saddr fe80::/10 udp sport 547 udp dport 546 accept comment "DHCPv6 replies"',
     ]
     ssh_v4, ssh_v6 = _sources(ssh_cidrs, "firewall_ssh_cidrs", problems)
     ports = [int(p) for p in ssh_ports if str(p).isdigit()]

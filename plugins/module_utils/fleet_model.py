@@ -382,7 +382,8 @@ def firewall_exposure(nodes, clusters, monitoring, hosts, defaults):
             services += [
                 # The Ray dashboards' Metrics tab queries Prometheus from each head.
                 {"name": "Prometheus", "ports": [_port(prom)], "sources": heads, "admins": True},
-                {"name": "Grafana", "ports": [int(graf)], "sources": [], "admins": True},
+                # ... and checks Grafana's health server-side before embedding its panels.
+                {"name": "Grafana", "ports": [int(graf)], "sources": heads, "admins": True},
             ]
         result[host] = {"members": members, "services": [svc for svc in services if svc["ports"]]}
     return result

@@ -33,6 +33,18 @@ def exec_arg(value):
     return value.replace("%", "%%").replace("$", "$$")
 
 
+def path_arg(value):
+    """One path of a path-list directive (ReadWritePaths=): quoted when it holds white space or quotes, % doubled
+    (systemd expands specifiers there, not $VARIABLES)."""
+    value = "" if value is None else str(value)
+    bad = control_character(value)
+    if bad:
+        raise ValueError("%r contains %s, which a systemd unit cannot hold" % (value, bad))
+    if not PLAIN_RE.match(value.replace("$", "_")):
+        value = '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"')
+    return value.replace("%", "%%")
+
+
 def _walk(name, value):
     if isinstance(value, dict):
         for key, item in value.items():

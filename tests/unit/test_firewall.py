@@ -29,7 +29,8 @@ def test_default_deny_with_replies_loopback_icmp_and_ssh_first():
     lines = rules(text)
     assert lines[0] == "type filter hook input priority filter; policy drop;"
     assert lines[1:4] == ["ct state established,related accept", "ct state invalid drop", 'iif "lo" accept']
-    assert lines[5] == 'tcp dport 22 accept comment "SSH: Ansible\'s connection"'
+    assert lines[5] == 'ip6 saddr fe80::/10 udp sport 547 udp dport 546 accept comment "DHCPv6 replies"'
+    assert lines[6] == 'tcp dport 22 accept comment "SSH: Ansible\'s connection"'
     assert lines[-1] == 'counter drop comment "everything else"'
     # The table is replaced atomically, other tables untouched.
     assert "table inet rayvllm_fleet\ndelete table inet rayvllm_fleet\ntable inet rayvllm_fleet {" in text
@@ -66,6 +67,12 @@ def test_ipv6_ssh_restriction_and_extra_rules():
     assert 'ip6 saddr 2001:db8::1 udp dport { 8443, 9000-9010 } accept comment "x"' in lines
 
 
+def test_an_ipv4_wildcard_does_not_open_ipv6():
+    lines = rules(ruleset("h", {}, ssh_cidrs=["0.0.0.0/0", "fd00::/64"])[0])
+    assert 'meta nfproto ipv4 tcp dport 22 accept comment "SSH: Ansible\'s connection"' in lines
+    assert 'ip6 saddr fd00::/64 tcp dport 22 accept comment "SSH: Ansible\'s connection"' in lines
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
@@ -100,6 +107,8 @@ def test_fleet_model_exposure_of_a_head_a_worker_and_a_monitoring_host():
     assert {s["name"] for s in fw["w"]["services"]} == {"node exporter", "Ray metrics", "DCGM exporter"}
     mon = {s["name"]: s for s in fw["mon"]["services"]}
     assert mon["Prometheus"] == {"name": "Prometheus", "ports": [9090], "sources": ["10.0.0.1"], "admins": True}
+    # The heads' dashboards query Prometheus and check Grafana's health server-side.
+    assert mon["Grafana"] == {"name": "Grafana", "ports": [3000], "sources": ["10.0.0.1"], "admins": True}
     assert fw["mon"]["members"] == []
     assert fm.firewall_exposure  # the model's firewall map is what roles/firewall renders
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import exec_arg, unsafe_values
+from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import exec_arg, path_arg, unsafe_values
 
 
 @pytest.mark.parametrize(
@@ -52,3 +52,11 @@ def test_unsafe_values_names_the_variable_never_the_value():
 
 def test_unsafe_values_checks_mapping_keys():
     assert unsafe_values({"ray_environment": {"A\nB": "1"}}) == ["ray_environment.A?B (contains a newline)"]
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [("/var/lib/ray", "/var/lib/ray"), ("/srv/100%", "/srv/100%%"), ("/srv/$x", "/srv/$x"), ("/srv/a b", '"/srv/a b"')],
+)
+def test_path_arg_doubles_only_percent(value, written):
+    assert path_arg(value) == written
