@@ -300,13 +300,10 @@ def build(heads, workers, hosts, defaults, monitoring=()):
     }
     if mon:
         first = mon[0]
-        info = hosts.get(first) or {}
-        hvars = info.get("vars") or {}
-        address = nodes[first]["ip"] if first in nodes else (info.get("ansible_host") or first)
-        prometheus = hvars.get("prometheus_web_listen_address", defaults["prometheus_web_listen_address"])
+        address = _address(nodes, hosts, first)
+        prometheus = _setting(hosts, first, "prometheus_web_listen_address", defaults)
         grafana = _listen(
-            hvars.get("grafana_http_addr", defaults["grafana_http_addr"]),
-            hvars.get("grafana_http_port", defaults["grafana_http_port"]),
+            _setting(hosts, first, "grafana_http_addr", defaults), _setting(hosts, first, "grafana_http_port", defaults)
         )
         mon_model = {
             "host": first,
@@ -314,14 +311,17 @@ def build(heads, workers, hosts, defaults, monitoring=()):
             "prometheus_url": listen_url(prometheus, address),
             # The same Prometheus as its own host (Grafana beside it) reaches it.
             "prometheus_local_url": listen_url(prometheus, "127.0.0.1"),
-            "prometheus_scrape_interval": hvars.get(
-                "prometheus_scrape_interval", defaults["prometheus_scrape_interval"]
-            ),
+            "prometheus_scrape_interval": _setting(hosts, first, "prometheus_scrape_interval", defaults),
             "grafana_url": listen_url(grafana, address),
         }
 
     firewall = firewall_exposure(nodes, model_clusters, mon, hosts, defaults)
     return {"clusters": model_clusters, "nodes": nodes, "monitoring": mon_model, "firewall": firewall}, problems
+
+
+def _address(nodes, hosts, host):
+    """Where others reach a host: its node address when it is a Ray node, else ansible_host, else its name."""
+    return nodes[host]["ip"] if host in nodes else ((hosts.get(host) or {}).get("ansible_host") or host)
 
 
 def _setting(hosts, host, key, defaults):
@@ -338,10 +338,7 @@ def firewall_exposure(nodes, clusters, monitoring, hosts, defaults):
     for every host of the fleet (Ray nodes and monitoring hosts): who, outside the host's cluster, reaches which
     of its ports. "admins": also the firewall role's admin networks. roles/firewall renders the rules."""
 
-    def address(host):
-        return nodes[host]["ip"] if host in nodes else ((hosts.get(host) or {}).get("ansible_host") or host)
-
-    prometheus = sorted({address(h) for h in monitoring})
+    prometheus = sorted({_address(nodes, hosts, h) for h in monitoring})
     heads = sorted(c["head_ip"] for c in clusters.values())
     result = {}
     for host in list(nodes) + [m for m in monitoring if m not in nodes]:

@@ -87,17 +87,18 @@ def shortfall_message(summary, min_nodes, min_gpus, waited, dashboard_url):
         "Check `journalctl -u ray-worker` on the missing hosts and that they reach the head's GCS port."
         % (
             dashboard_url,
-            _num(waited),
+            num_text(waited),
             summary["alive_nodes"],
             min_nodes,
-            _num(summary["total_gpus"]),
-            _num(min_gpus),
+            num_text(summary["total_gpus"]),
+            num_text(min_gpus),
             ", ".join(summary["missing_ips"]) or "none",
         )
     )
 
 
-def _num(value):
+def num_text(value):
+    """1.0 -> "1", 1.5 -> "1.5": numbers in messages."""
     value = float(value)
     return str(int(value)) if value.is_integer() else str(value)
 

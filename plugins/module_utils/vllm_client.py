@@ -21,6 +21,8 @@ from http.client import HTTPException
 from urllib.error import HTTPError, URLError
 from urllib.request import Request, urlopen
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_state import num_text
+
 DEFAULT_REQUEST_TIMEOUT = 10.0
 MIN_COMPLETION_TIMEOUT = 30.0
 MODEL_ATTEMPTS = 5
@@ -61,11 +63,6 @@ def _excerpt(body, secret):
     if len(text) > EXCERPT_CHARS:
         text = text[:EXCERPT_CHARS] + "..."
     return _redact(text, secret) or "(empty body)"
-
-
-def _num(value):
-    value = float(value)
-    return str(int(value)) if value.is_integer() else str(value)
 
 
 def _reason(exc):
@@ -173,7 +170,7 @@ def complete(url, api_key, model, prompt, max_tokens, timeout, opener=None):
     try:
         status, body = _fetch(request, timeout, opener)
     except _NoAnswer as exc:
-        raise VllmError("%s: no answer within %ss: %s" % (what, _num(round(timeout, 1)), exc), status=0)
+        raise VllmError("%s: no answer within %ss: %s" % (what, num_text(round(timeout, 1)), exc), status=0)
     seconds = time.monotonic() - started
     if status != 200:
         raise _http_error(what, status, body, api_key)
@@ -230,7 +227,7 @@ def wait_ready(
         sleep(max(0.0, min(interval, timeout - elapsed())))
 
     # 1. /health
-    log("waiting for GET %s/health to answer 200 (up to %ss)" % (base, _num(timeout)))
+    log("waiting for GET %s/health to answer 200 (up to %ss)" % (base, num_text(timeout)))
     while True:
         status, reason = _health(base, poll_timeout(), opener)
         if status == 200:
@@ -239,14 +236,14 @@ def wait_ready(
             last = "0, no answer: %s" % reason if status == 0 else "%d" % status
             raise VllmError(
                 "vLLM at %s: health never 200 after %ss (last status: %s). Is the vLLM service running and "
-                "done loading the model? Check its journal." % (base, _num(round(elapsed(), 1)), last),
+                "done loading the model? Check its journal." % (base, num_text(round(elapsed(), 1)), last),
                 status=status,
             )
         pause()
     health_wait = elapsed()
 
     # 2. /v1/models
-    log("health 200 after %ss; checking that %s is served" % (_num(round(health_wait, 1)), model))
+    log("health 200 after %ss; checking that %s is served" % (num_text(round(health_wait, 1)), model))
     attempts = 0
     while True:
         attempts += 1
@@ -273,7 +270,7 @@ def wait_ready(
 
     # 3. one completion
     completion_timeout = max(MIN_COMPLETION_TIMEOUT, timeout - elapsed())
-    log("%s is served; asking for %d token(s) (timeout %ss)" % (model, max_tokens, _num(round(completion_timeout))))
+    log("%s is served; asking for %d token(s) (timeout %ss)" % (model, max_tokens, num_text(round(completion_timeout))))
     try:
         result = complete(base, api_key, model, prompt, max_tokens, completion_timeout, opener)
     except VllmError as exc:

@@ -6,7 +6,6 @@ import subprocess
 import pytest
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import ruleset
-from ansible_collections.rayvllm.fleet.plugins.module_utils import fleet_model as fm
 from test_fleet_model import build, host
 
 HEAD_EXPOSURE = {
@@ -110,7 +109,6 @@ def test_fleet_model_exposure_of_a_head_a_worker_and_a_monitoring_host():
     # The heads' dashboards query Prometheus and check Grafana's health server-side.
     assert mon["Grafana"] == {"name": "Grafana", "ports": [3000], "sources": ["10.0.0.1"], "admins": True}
     assert fw["mon"]["members"] == []
-    assert fm.firewall_exposure  # the model's firewall map is what roles/firewall renders
 
 
 @pytest.mark.skipif(not shutil.which("nft"), reason="nft not installed on this machine")
