@@ -140,6 +140,23 @@ def test_services_are_sandboxed_but_keep_devices(service, host):
     assert props["User"] == SETTINGS["ray_user"]
 
 
+def test_the_engine_sockets_are_visible_to_the_ranks_ray_starts_on_the_head():
+    """vLLM's engine (vllm.service) hands the ranks Ray places on the head ZeroMQ ipc sockets; those
+    ranks run under ray-head.service, whose /tmp is private: a socket in the engine's /tmp hangs the
+    start for good. Whether ranks land on the head is Ray's choice, so check the directory itself."""
+    head = node("ray-head")
+    engine = head.check_output("systemctl show vllm -p MainPID --value")
+    raylet = head.check_output("systemctl show ray-head -p MainPID --value")
+    base = head.check_output(f"tr '\\0' '\\n' </proc/{engine}/environ | sed -n 's/^VLLM_RPC_BASE_PATH=//p'")
+    assert base.startswith("/") and not base.startswith(("/tmp", "/var/tmp")), base
+    probe = f"{base}/.rayvllm-probe-{os.getpid()}"
+    head.check_output(f"nsenter -t {engine} -m touch {probe}")
+    try:
+        assert head.run(f"nsenter -t {raylet} -m test -e {probe}").rc == 0, f"{probe} not seen by ray-head"
+    finally:
+        head.run(f"nsenter -t {engine} -m rm -f {probe}")
+
+
 def test_weights_are_readable_not_writable_by_the_service_account():
     head = node("ray-head")
     model = SETTINGS["model_path"]
