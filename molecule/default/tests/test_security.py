@@ -140,21 +140,32 @@ def test_services_are_sandboxed_but_keep_devices(service, host):
     assert props["User"] == SETTINGS["ray_user"]
 
 
+def host_pid(container, pid):
+    """The PID on this machine of a container's process (nsenter from here has the rights a container lacks)."""
+    for line in subprocess.check_output(["docker", "top", container, "-eo", "pid"], text=True).split()[1:]:
+        status = Path(f"/proc/{line}/status").read_text()
+        if status.split("NSpid:")[1].split("\n")[0].split()[-1] == pid:
+            return line
+    raise AssertionError(f"{container}: no process {pid}")
+
+
 def test_the_engine_sockets_are_visible_to_the_ranks_ray_starts_on_the_head():
     """vLLM's engine (vllm.service) hands the ranks Ray places on the head ZeroMQ ipc sockets; those
     ranks run under ray-head.service, whose /tmp is private: a socket in the engine's /tmp hangs the
     start for good. Whether ranks land on the head is Ray's choice, so check the directory itself."""
     head = node("ray-head")
-    engine = head.check_output("systemctl show vllm -p MainPID --value")
-    raylet = head.check_output("systemctl show ray-head -p MainPID --value")
-    base = head.check_output(f"tr '\\0' '\\n' </proc/{engine}/environ | sed -n 's/^VLLM_RPC_BASE_PATH=//p'")
+    engine = host_pid("ray-head", head.check_output("systemctl show vllm -p MainPID --value"))
+    raylet = host_pid("ray-head", head.check_output("systemctl show ray-head -p MainPID --value"))
+    environ = Path(f"/proc/{engine}/environ").read_bytes().decode().split("\0")
+    base = next((e.split("=", 1)[1] for e in environ if e.startswith("VLLM_RPC_BASE_PATH=")), "")
     assert base.startswith("/") and not base.startswith(("/tmp", "/var/tmp")), base
     probe = f"{base}/.rayvllm-probe-{os.getpid()}"
-    head.check_output(f"nsenter -t {engine} -m touch {probe}")
+    subprocess.check_call(["nsenter", "-t", engine, "-m", "touch", probe])
     try:
-        assert head.run(f"nsenter -t {raylet} -m test -e {probe}").rc == 0, f"{probe} not seen by ray-head"
+        seen = subprocess.run(["nsenter", "-t", raylet, "-m", "test", "-e", probe]).returncode == 0
+        assert seen, f"{probe}, made in vllm.service's mount namespace, is not seen by ray-head.service"
     finally:
-        head.run(f"nsenter -t {engine} -m rm -f {probe}")
+        subprocess.run(["nsenter", "-t", engine, "-m", "rm", "-f", probe])
 
 
 def test_weights_are_readable_not_writable_by_the_service_account():
