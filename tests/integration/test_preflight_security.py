@@ -65,3 +65,17 @@ def test_a_firewall_source_that_is_no_address_is_refused(run_preflight):
     assert rc != 0
     assert "firewall_admin_cidrs: 'office' is not an IP address or network" in out
     assert "'10.0.0.0/33' is not an IP address or network" in out
+
+
+def test_a_ray_temp_dir_in_the_private_tmp_is_refused(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"ray_temp_dir": "/tmp/ray"})
+    assert rc != 0
+    assert "ray_temp_dir=/tmp/ray on node-a is under /tmp or /var/tmp" in out
+    assert "set PrivateTmp to" in out
+
+
+def test_vllm_sockets_in_the_private_tmp_are_refused(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"vllm_environment": {"VLLM_RPC_BASE_PATH": "/tmp"}})
+    assert rc != 0
+    assert "vllm_environment.VLLM_RPC_BASE_PATH under /tmp or /var/tmp" in out
+    assert "would hang at start" in out
