@@ -12,6 +12,7 @@ install cut short, counts as oldest).
 """
 
 import os
+import shutil
 
 MARKER = ".rayvllm-requirements"
 
@@ -67,3 +68,14 @@ def prune_plan(venvs, current, keep=0, in_use=()):
     for path in others[room:]:
         (kept if path in in_use else pruned).append(path)
     return kept, pruned
+
+
+def remove(paths):
+    """Remove each path; {path: error} for those that could not be removed (the rest are gone)."""
+    errors = {}
+    for path in paths:
+        try:
+            shutil.rmtree(path)
+        except OSError as exc:
+            errors[path] = exc.strerror or str(exc)
+    return errors

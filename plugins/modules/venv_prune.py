@@ -75,10 +75,14 @@ in_use:
 """
 
 import os
-import shutil
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.venv_prune import installed_venvs, paths_in_use, prune_plan
+from ansible_collections.rayvllm.fleet.plugins.module_utils.venv_prune import (
+    installed_venvs,
+    paths_in_use,
+    prune_plan,
+    remove,
+)
 
 
 def main():
@@ -102,8 +106,16 @@ def main():
     kept, pruned = prune_plan(venvs, current, keep, in_use)
 
     if pruned and not module.check_mode:
-        for path in pruned:
-            shutil.rmtree(path)
+        errors = remove(pruned)
+        if errors:
+            module.fail_json(
+                msg="could not remove %s; remove them by hand or fix their permissions, then re-run"
+                % "; ".join("%s (%s)" % item for item in sorted(errors.items())),
+                kept=kept,
+                changed=len(errors) < len(pruned),
+                pruned=[path for path in pruned if path not in errors],
+                in_use=sorted(in_use),
+            )
     result = dict(changed=bool(pruned), kept=kept, pruned=pruned, in_use=sorted(in_use))
     if module._diff:
         result["diff"] = dict(

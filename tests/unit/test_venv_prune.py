@@ -9,6 +9,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.venv_prune import (
     installed_venvs,
     paths_in_use,
     prune_plan,
+    remove,
 )
 
 
@@ -85,3 +86,17 @@ def test_paths_in_use_reads_maps_of_a_fake_proc(tmp_path):
     (proc / "42" / "cmdline").write_bytes(b"ray::IDLE\0")
     (proc / "self").mkdir()
     assert paths_in_use(["/opt/ray/2.59.0", "/opt/ray/2.58.0"], proc=str(proc)) == {"/opt/ray/2.59.0"}
+
+
+def test_remove_reports_what_it_could_not_remove(tmp_path, monkeypatch):
+    gone, stuck = venv(tmp_path, "gone"), venv(tmp_path, "stuck")
+    real_rmtree = __import__("shutil").rmtree
+
+    def rmtree(path):
+        if path == stuck:
+            raise PermissionError(13, "Permission denied", path)
+        real_rmtree(path)
+
+    monkeypatch.setattr("shutil.rmtree", rmtree)
+    assert remove([gone, stuck]) == {stuck: "Permission denied"}
+    assert not os.path.exists(gone) and os.path.exists(stuck)
