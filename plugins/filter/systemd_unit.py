@@ -5,7 +5,12 @@
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import exec_arg, path_arg, unsafe_values
+from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import (
+    exec_arg,
+    path_arg,
+    private_tmp_conflicts,
+    unsafe_values,
+)
 
 
 def systemd_exec_arg(value):
@@ -26,10 +31,15 @@ def unit_value_problems(variables):
     return unsafe_values(variables)
 
 
+def private_tmp_problems(hardening, dirs):
+    return private_tmp_conflicts(hardening, dirs)
+
+
 class FilterModule:
     def filters(self):
         return {
             "systemd_exec_arg": systemd_exec_arg,
             "systemd_path_arg": systemd_path_arg,
             "unit_value_problems": unit_value_problems,
+            "private_tmp_problems": private_tmp_problems,
         }

@@ -68,3 +68,57 @@ def unsafe_values(variables):
             if bad:
                 problems.append("%s (contains %s)" % (path, bad))
     return problems
+
+
+# Properties of `systemctl show` that tell whether a service's main process exited since a start.
+EXIT_PROPERTIES = ("ActiveState", "SubState", "NRestarts", "ExecMainStatus", "Result")
+
+
+def parse_show(text):
+    """{property: value} from ``systemctl show -p A -p B ...`` output (KEY=VALUE lines)."""
+    shown = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            shown[key.strip()] = value.strip()
+    return shown
+
+
+def exit_reason(unit, before, now):
+    """Why ``unit`` is no longer the process that was started, or None while it still is.
+
+    ``before`` and ``now`` are :func:`parse_show` results taken when the wait began and at this
+    poll. Systemd counts automatic restarts (``Restart=``) in NRestarts: any increase means the
+    started process exited. A unit that is failed, or inactive without a restart pending, has
+    exited too.
+    """
+
+    def restarts(shown):
+        try:
+            return int(shown.get("NRestarts", "0") or 0)
+        except ValueError:
+            return 0
+
+    status = now.get("ExecMainStatus", "")
+    detail = "exit status %s, result %s" % (status or "?", now.get("Result", "?") or "?")
+    if restarts(now) > restarts(before):
+        return "%s exited and was restarted %d time(s) (%s)" % (unit, restarts(now) - restarts(before), detail)
+    if now.get("ActiveState") == "failed":
+        return "%s failed (%s)" % (unit, detail)
+    if now.get("ActiveState") == "inactive":
+        return "%s is not running (%s)" % (unit, detail)
+    return None
+
+
+# What systemd reads as "no" for a boolean setting (an empty value: the setting is left out).
+FALSE_WORDS = ("", "no", "false", "off", "0")
+TMP_RE = re.compile(r"^/(var/)?tmp(/|$)")
+
+
+def private_tmp_conflicts(hardening, dirs):
+    """Names in ``dirs`` ({name: path}) of directories under /tmp or /var/tmp while a unit with the sandboxing
+    settings ``hardening`` gets a private /tmp (PrivateTmp true): other units would not see what it puts there."""
+    setting = (hardening or {}).get("PrivateTmp")
+    if setting is None or str(setting).strip().lower() in FALSE_WORDS:
+        return []
+    return [name for name, path in dirs.items() if TMP_RE.match(str(path or ""))]

@@ -200,6 +200,7 @@ def wait_ready(
     clock=time.monotonic,
     sleep=time.sleep,
     log=None,
+    exited=None,
 ):
     """Wait until the server at ``url`` answers a completion for ``model``, in three steps.
 
@@ -210,7 +211,9 @@ def wait_ready(
 
     Returns ``{"health_wait_s", "completion_tokens", "completion_s", "models"}``. Raises
     VllmError naming the step that failed and the last status seen. ``log(msg)``, when
-    given, receives short progress lines.
+    given, receives short progress lines. ``exited()``, when given, is asked after every
+    unanswered health poll and returns None while the server process lives, or why it
+    exited: then waiting stops at once (a server that rejects its arguments never answers).
     """
     log = log or (lambda msg: None)
     base = base_url(url)
@@ -232,6 +235,13 @@ def wait_ready(
         status, reason = _health(base, poll_timeout(), opener)
         if status == 200:
             break
+        gone = exited() if exited else None
+        if gone:
+            raise VllmError(
+                "vLLM at %s: the server exited before it answered /health (after %ss): %s. Check its journal."
+                % (base, num_text(round(elapsed(), 1)), gone),
+                status=status,
+            )
         if elapsed() >= timeout:
             last = "0, no answer: %s" % reason if status == 0 else "%d" % status
             raise VllmError(

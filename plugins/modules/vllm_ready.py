@@ -60,6 +60,14 @@ options:
     description: Seconds between two polls of C(/health) (and two tries of C(/v1/models)).
     type: float
     default: 5
+  service:
+    description:
+      - Systemd service on the host this module runs on that runs the server (for example V(vllm)). While
+        C(/health) does not answer, the module checks it. When its process exited (systemd restarted it, or it is
+        failed or stopped) the module fails at once, with the exit status, instead of waiting out O(timeout).
+      - Empty waits the whole O(timeout) (the server runs elsewhere).
+    type: str
+    default: ""
 attributes:
   check_mode:
     description: Can run in check mode and makes the same read-only requests as in a normal run.
@@ -68,8 +76,8 @@ attributes:
     description: Nothing is changed, so there is no diff.
     support: none
 notes:
-  - The failure message names the step that failed (health never 200, model missing, model check failed,
-    completion failed) and the last HTTP status seen (0 for no answer).
+  - The failure message names the step that failed (health never 200, server exited, model missing, model check
+    failed, completion failed) and the last HTTP status seen (0 for no answer).
 """
 
 EXAMPLES = r"""
@@ -135,6 +143,7 @@ model:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import EXIT_PROPERTIES, exit_reason, parse_show
 from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_client import VllmError, wait_ready
 
 
@@ -148,6 +157,7 @@ def main():
             max_tokens=dict(type="int", default=4),
             timeout=dict(type="int", default=900),
             interval=dict(type="float", default=5),
+            service=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
@@ -156,6 +166,22 @@ def main():
         module.fail_json(msg="timeout must be >= 0 and interval > 0", url=p["url"], model=p["model"])
     if p["max_tokens"] < 1:
         module.fail_json(msg="max_tokens must be at least 1; got %d" % p["max_tokens"], url=p["url"], model=p["model"])
+
+    exited = None
+    if p["service"]:
+        systemctl = module.get_bin_path("systemctl", required=True)
+        argv = [systemctl, "show", p["service"]] + ["--property=%s" % name for name in EXIT_PROPERTIES]
+
+        def show():
+            rc, out, err = module.run_command(argv)
+            if rc != 0:
+                module.fail_json(msg="systemctl show %s failed: %s" % (p["service"], err.strip()), url=p["url"])
+            return parse_show(out)
+
+        started = show()
+
+        def exited():
+            return exit_reason(p["service"] + ".service", started, show())
 
     start = time.monotonic()
     try:
@@ -168,6 +194,7 @@ def main():
             p["timeout"],
             interval=p["interval"],
             log=module.debug,
+            exited=exited,
         )
     except VllmError as exc:
         module.fail_json(

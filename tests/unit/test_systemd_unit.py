@@ -2,7 +2,14 @@
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import exec_arg, path_arg, unsafe_values
+from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import (
+    exec_arg,
+    exit_reason,
+    parse_show,
+    path_arg,
+    private_tmp_conflicts,
+    unsafe_values,
+)
 
 
 @pytest.mark.parametrize(
@@ -60,3 +67,30 @@ def test_unsafe_values_checks_mapping_keys():
 )
 def test_path_arg_doubles_only_percent(value, written):
     assert path_arg(value) == written
+
+
+def test_exit_reason_from_systemctl_show():
+    running = parse_show("ActiveState=active\nSubState=running\nNRestarts=3\nExecMainStatus=0\nResult=success\n")
+    assert running["NRestarts"] == "3"
+    assert exit_reason("vllm.service", running, running) is None
+    restarting = dict(running, ActiveState="activating", SubState="auto-restart", NRestarts="4", ExecMainStatus="2",
+                      Result="exit-code")  # fmt: skip
+    assert exit_reason("vllm.service", running, restarting) == (
+        "vllm.service exited and was restarted 1 time(s) (exit status 2, result exit-code)"
+    )
+    failed = dict(running, ActiveState="failed", ExecMainStatus="1", Result="exit-code")
+    assert exit_reason("vllm.service", running, failed) == "vllm.service failed (exit status 1, result exit-code)"
+    stopped = dict(running, ActiveState="inactive", SubState="dead")
+    assert exit_reason("vllm.service", running, stopped).startswith("vllm.service is not running")
+
+
+@pytest.mark.parametrize("setting", ["yes", True, "true", "on", "1", "Disconnected"])
+def test_private_tmp_hides_directories_under_tmp(setting):
+    dirs = {"ray_temp_dir": "/tmp/ray", "VLLM_RPC_BASE_PATH": "/var/tmp", "data": "/var/lib/ray/tmp", "x": "/tmpfoo"}
+    assert private_tmp_conflicts({"PrivateTmp": setting}, dirs) == ["ray_temp_dir", "VLLM_RPC_BASE_PATH"]
+
+
+@pytest.mark.parametrize("setting", ["", "no", False, "false", "off", "0", None])
+def test_without_private_tmp_nothing_is_hidden(setting):
+    assert private_tmp_conflicts({"PrivateTmp": setting}, {"ray_temp_dir": "/tmp/ray"}) == []
+    assert private_tmp_conflicts({}, {"ray_temp_dir": "/tmp/ray"}) == []

@@ -293,6 +293,27 @@ def test_health_never_200_says_seconds_and_last_status(fake):
     assert_no_key(msg)
 
 
+def test_a_server_that_exited_stops_the_wait_at_once(closed_url):
+    fc = FakeClock()
+    answers = iter([None, None, "vllm.service exited and was restarted 1 time(s) (exit status 2, result exit-code)"])
+    with pytest.raises(VllmError) as err:
+        vllm_client.wait_ready(
+            closed_url,
+            KEY,
+            MODEL,
+            "p",
+            4,
+            900,
+            interval=5,
+            clock=fc.clock,
+            sleep=fc.sleep,
+            exited=lambda: next(answers),
+        )
+    msg = str(err.value)
+    assert "the server exited before it answered /health (after 10s)" in msg and "exit status 2" in msg
+    assert fc.sleeps == [5, 5]  # not the 900 s timeout
+
+
 def test_health_unreachable_says_no_answer(closed_url):
     fc = FakeClock()
     with pytest.raises(VllmError) as err:

