@@ -91,8 +91,9 @@ def wait_for(predicate, timeout=180, interval=3):
 
 def playbook(playbook_path, *extra, env=None):
     """Run a playbook of the repo against the sandbox; (return code, stdout + stderr)."""
+    # MOLECULE_PROJECT_DIRECTORY: the sandbox inventory finds the controller's model copy through it.
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
-               **(env or {}))  # fmt: skip
+               MOLECULE_PROJECT_DIRECTORY=str(ROOT), **(env or {}))  # fmt: skip
     proc = subprocess.run(
         [str(Path(sys.executable).with_name("ansible-playbook")), "-i", INVENTORY,
          str(ROOT / playbook_path), *extra],
