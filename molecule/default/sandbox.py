@@ -171,22 +171,25 @@ class CompletionPoller:
     """Asks the server for a completion every ``interval`` seconds from a thread, as a client would during
     an operation, and keeps (start time, ok) of each; ``report()`` gives the longest serving gap."""
 
-    def __init__(self, interval=0.5, timeout=5):
+    def __init__(self, interval=0.5, timeout=30):
         self.interval, self.timeout = interval, timeout
         self.results = []
-        self.first_failure_at = None  # wall-clock time of the first failed request
+        self.first_down_at = None  # wall-clock time of the first request refused or failed (not just slow)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         while not self._stop.is_set():
             started = time.monotonic()
+            down = False
             try:
                 ok = complete(timeout=self.timeout) >= 1
-            except (OSError, ValueError, KeyError):  # refused, reset, timed out, HTTP 5xx, a bad body
+            except (OSError, ValueError, KeyError) as exc:  # refused, reset, timed out, HTTP 5xx, a bad body
                 ok = False
-            if not ok and self.first_failure_at is None:
-                self.first_failure_at = time.time()
+                reason = getattr(exc, "reason", exc)
+                down = not isinstance(reason, TimeoutError)  # a slow answer is not a server that is down
+            if down and self.first_down_at is None:
+                self.first_down_at = time.time()
             self.results.append((started, ok))
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
