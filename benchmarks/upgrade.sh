@@ -2,7 +2,8 @@
 # Serving gaps during upgrades, as a client polling completions every 0.5 s sees them: a Ray + vLLM
 # upgrade, a vLLM-only upgrade and a rollback after a failed gate (benchmarks/upgrade.py). Converges
 # a fresh sandbox fleet at the versions in inventories/sandbox/group_vars first and destroys it at the
-# end; REUSE=1 runs on the fleet molecule's `default` scenario already converged (and keeps it).
+# end; REUSE=1 runs on the fleet molecule's `default` scenario already converged (and keeps it), from
+# whichever of the two version pairs it runs.
 #   benchmarks/upgrade.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -102,7 +102,8 @@ def exit_reason(unit, before, now):
     status = now.get("ExecMainStatus", "")
     detail = "exit status %s, result %s" % (status or "?", now.get("Result", "?") or "?")
     if restarts(now) > restarts(before):
-        return "%s exited and was restarted %d time(s) (%s)" % (unit, restarts(now) - restarts(before), detail)
+        # The status systemd shows now is the restarted process's: the journal has the exit's.
+        return "%s exited and systemd restarted it %d time(s)" % (unit, restarts(now) - restarts(before))
     if now.get("ActiveState") == "failed":
         return "%s failed (%s)" % (unit, detail)
     if now.get("ActiveState") == "inactive":

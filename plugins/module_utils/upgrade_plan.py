@@ -1,25 +1,29 @@
 # -*- coding: utf-8 -*-
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see LICENSE)
-"""The plan of one cluster's switch to staged versions.
+"""The plan of one cluster's switch to what was staged on its nodes.
 
-Each node says which venvs its ``current`` links point at now (None: no link yet) and which
-venvs were staged for it. The plan says what the switch does, in the order Ray allows:
+Each node says, for each part it runs from a link (``ray``: the Ray venv, ``vllm``: the vLLM venv,
+``model``: the weights' revision), which path the link points at now (None: no link yet) and
+which path was staged for it. The plan says what the switch does, in the order Ray allows:
 
-- ``install``: no node has a link yet (a first deployment): the phases install and start it.
+- ``install``: no node has a Ray or vLLM link yet (a first deployment): the phases install it.
 - ``none``: every node already runs what was staged.
-- ``vllm``: only vLLM changes: vLLM is stopped, its links switch, it starts; Ray keeps running.
+- ``vllm``: the vLLM venv and/or the weights change: vLLM is stopped, those links switch, it starts;
+  Ray keeps running.
 - ``ray``: Ray changes (and with it the vLLM venv, which holds the same Ray): vLLM is stopped,
-  both links switch, the head restarts and then every worker, vLLM starts.
+  every link switches, the head restarts and then every worker, vLLM starts.
 
-``switch_to`` holds the staged venvs each node switches to, ``rollback`` the links each node had:
-the switch's way back when the readiness gate fails.
+``switch`` lists the links to move (host, link, target); ``rollback`` the same links back to what
+they pointed at, the switch's way back when the readiness gate fails.
 Plain Python (no Ansible import): the filter ``rayvllm.fleet.upgrade_plan`` calls it.
 """
 
 import os
 
 ACTIONS = ("install", "none", "vllm", "ray")
+PARTS = ("ray", "vllm", "model")
+LABELS = {"ray": "Ray", "vllm": "vLLM", "model": "weights"}
 
 
 def _name(path):
@@ -30,20 +34,26 @@ def _hosts(hosts):
     return ", ".join(hosts)
 
 
-def cluster_plan(cluster, nodes):
-    """Plan ``cluster``'s switch from ``nodes``: a list of mappings with the keys ``host``,
-    ``ray_current``, ``ray_target``, ``vllm_current``, ``vllm_target`` and ``python`` (the
-    Python X.Y.Z of the staged vLLM venv, empty if unknown).
+def _part(node, part):
+    """{"link", "current", "target"} of a part on a node, or None when the node does not run it by link."""
+    value = node.get(part) or {}
+    return value if value.get("link") and value.get("target") else None
 
-    Returns ``{"cluster", "action", "ray_switch", "vllm_switch", "switch_to", "rollback",
-    "problems", "lines"}``: the hosts whose Ray and vLLM links change, ``{host: {"ray",
-    "vllm"}}`` links to switch to and links to restore, problems that must stop the switch
-    before anything changes, and one line per step for the operator (and for ``--check``).
+
+def cluster_plan(cluster, nodes):
+    """Plan ``cluster``'s switch from ``nodes``: a list of mappings with ``host``, ``python`` (the Python
+    X.Y.Z of the staged vLLM venv, empty if unknown) and, per part (``ray``, ``vllm``, ``model``), a
+    mapping ``{"link", "current", "target"}`` (a missing part or an empty link: not run from a link).
+
+    Returns ``{"cluster", "action", "changes", "switch", "rollback", "back", "problems", "lines"}``:
+    the hosts each part changes on, the links to move and to move back (lists of ``{"host", "link",
+    "target"}``), what the cluster runs now (for messages), problems that must stop the switch before
+    anything changes, and one line per step for the operator (and for ``--check``).
     """
     problems = []
     lines = []
     hosts = [n["host"] for n in nodes]
-    linked = [n for n in nodes if n.get("ray_current") or n.get("vllm_current")]
+    linked = [n for n in nodes if any((_part(n, p) or {}).get("current") for p in ("ray", "vllm"))]
     unlinked = [n["host"] for n in nodes if n not in linked]
 
     pythons = {}
@@ -56,68 +66,77 @@ def cluster_plan(cluster, nodes):
             "X.Y.Z within a cluster. Install the same Python on every node (ray_python_interpreter) and run again."
             % (cluster, "; ".join("%s on %s" % (v, _hosts(h)) for v, h in sorted(pythons.items())))
         )
-    for key, what in (("ray_target", "Ray"), ("vllm_target", "vLLM")):
-        targets = sorted({n.get(key) or "" for n in nodes})
+    for part in PARTS:
+        targets = sorted({_part(n, part)["target"] for n in nodes if _part(n, part)})
         if len(targets) > 1:
             problems.append(
-                "cluster %s: its nodes staged different %s venvs (%s); every node of a cluster must run the same "
-                "versions: set ray_version and vllm_version for the whole cluster."
-                % (cluster, what, ", ".join(targets))
+                "cluster %s: its nodes staged different %s (%s); every node of a cluster must run the same: set the "
+                "versions and the model for the whole cluster." % (cluster, LABELS[part], ", ".join(targets))
             )
 
-    ray_switch = [n["host"] for n in linked if n.get("ray_current") != n.get("ray_target")]
-    vllm_switch = [n["host"] for n in linked if n.get("vllm_current") != n.get("vllm_target")]
-    switch_to = {n["host"]: {"ray": n.get("ray_target"), "vllm": n.get("vllm_target")} for n in linked}
-    rollback = {n["host"]: {"ray": n.get("ray_current"), "vllm": n.get("vllm_current")} for n in linked}
+    changes = {
+        part: [
+            n["host"] for n in linked if _part(n, part) and _part(n, part).get("current") != _part(n, part)["target"]
+        ]
+        for part in PARTS
+    }
+    changing = sorted({host for part in PARTS for host in changes[part]})
 
     if not linked:
         action = "install"
         lines.append("cluster %s: first installation on %s: nothing to switch" % (cluster, _hosts(hosts)))
-    elif unlinked and (ray_switch or vllm_switch):
+    elif unlinked and changing:
         action = "install"
         problems.append(
-            "cluster %s: %s have no Ray or vLLM installed yet while %s change versions. Add the new nodes in a run "
-            "without a version change (or limit this run to the nodes already serving), then upgrade."
-            % (cluster, _hosts(unlinked), _hosts(sorted(set(ray_switch + vllm_switch))))
+            "cluster %s: %s have no Ray or vLLM installed yet while %s change versions or weights. Add the new nodes "
+            "in a run without a version change (or limit this run to the nodes already serving), then upgrade."
+            % (cluster, _hosts(unlinked), _hosts(changing))
         )
     elif unlinked:
         action = "install"
         lines.append(
             "cluster %s: new nodes %s: the phases install them; nothing to switch" % (cluster, _hosts(unlinked))
         )
-    elif ray_switch:
+    elif changes["ray"]:
         action = "ray"
-    elif vllm_switch:
+    elif changes["vllm"] or changes["model"]:
         action = "vllm"
     else:
         action = "none"
-        lines.append("cluster %s: every node runs the staged versions; nothing to switch" % cluster)
+        lines.append("cluster %s: every node runs what was staged; nothing to switch" % cluster)
 
+    switch, rollback, back = [], [], {}
     if action in ("ray", "vllm"):
-        first = next(n for n in linked if n["host"] in (ray_switch or vllm_switch))
+        for node in linked:
+            for part in PARTS:
+                value = _part(node, part)
+                if node["host"] in changes[part]:
+                    switch.append({"host": node["host"], "link": value["link"], "target": value["target"]})
+                    if value.get("current"):
+                        rollback.append({"host": node["host"], "link": value["link"], "target": value["current"]})
         lines.append("cluster %s: stop vLLM on its head" % cluster)
-        if action == "ray":
-            lines.append(
-                "cluster %s: Ray %s -> %s on %s; restart the head, then every worker; wait for every node and GPU"
-                % (cluster, _name(first.get("ray_current")), _name(first.get("ray_target")), _hosts(ray_switch))
-            )
-        if vllm_switch:
-            lines.append(
-                "cluster %s: vLLM %s -> %s on %s"
-                % (cluster, _name(first.get("vllm_current")), _name(first.get("vllm_target")), _hosts(vllm_switch))
-            )
+        for part in PARTS:
+            if changes[part]:
+                first = next(n for n in linked if n["host"] in changes[part])
+                current, target = _part(first, part).get("current"), _part(first, part)["target"]
+                back[part] = _name(current)
+                lines.append(
+                    "cluster %s: %s %s -> %s on %s%s"
+                    % (cluster, LABELS[part], _name(current), _name(target), _hosts(changes[part]),
+                       "; restart the head, then every worker; wait for every node and GPU" if part == "ray" else "")
+                )  # fmt: skip
         lines.append("cluster %s: start vLLM; gate: /health, the model listed, one completion" % cluster)
         lines.append(
-            "cluster %s: if the gate fails, back to Ray %s and vLLM %s, same order, and the run fails"
-            % (cluster, _name(first.get("ray_current")), _name(first.get("vllm_current")))
+            "cluster %s: if the gate fails, back to %s, same order, and the run fails"
+            % (cluster, ", ".join("%s %s" % (LABELS[p], back[p]) for p in PARTS if p in back))
         )
     return {
         "cluster": cluster,
         "action": action,
-        "ray_switch": ray_switch,
-        "vllm_switch": vllm_switch,
-        "switch_to": switch_to,
+        "changes": changes,
+        "switch": switch,
         "rollback": rollback,
+        "back": ", ".join("%s %s" % (LABELS[p], back[p]) for p in PARTS if p in back),
         "problems": problems,
         "lines": lines,
     }

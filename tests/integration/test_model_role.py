@@ -1,19 +1,26 @@
-"""The model role on this machine (local connection): copy from the controller, idempotence, free-space check."""
+"""The model role on this machine (local connection): each revision staged into a directory of its own and
+model_path switched by link, idempotence, weights from before revisions moved, a download cut short, the
+free-space check, an unpinned hub revision refused."""
 
+import os
 import subprocess
 import sys
 
 from conftest import ROOT, local_hosts
 
 TINY_LLAMA = ROOT / "tests/fixtures/vllm-cpu/tiny_llama.py"
+NODE = local_hosts(head=("node-a",), workers=())
 
 
 def setup(tmp_path, **extra):
     source = tmp_path / "controller-copy"
-    subprocess.run([sys.executable, str(TINY_LLAMA), str(source)], check=True, capture_output=True)
+    if not source.exists():
+        subprocess.run([sys.executable, str(TINY_LLAMA), str(source)], check=True, capture_output=True)
     playbook = tmp_path / "model.yml"
     playbook.write_text(
         "- hosts: all\n  gather_facts: false\n  roles: [rayvllm.fleet.fleet_facts, rayvllm.fleet.model]\n"
+        "  tasks:\n    - name: link\n"
+        "      ansible.builtin.include_role: {name: rayvllm.fleet.model, tasks_from: link.yml}\n"
     )
     group_vars = {
         "model_source": "controller",
@@ -26,21 +33,73 @@ def setup(tmp_path, **extra):
     return str(playbook), group_vars
 
 
-def test_copy_then_nothing_to_do(run_preflight, tmp_path):
+def revisions(tmp_path):
+    return sorted(os.listdir(tmp_path / "node/srv/models/tiny.revisions"))
+
+
+def test_a_revision_is_staged_beside_and_switched_by_link_then_nothing_to_do(run_preflight, tmp_path):
     playbook, group_vars = setup(tmp_path)
-    hosts = local_hosts(head=("node-a",), workers=())
-    rc, out = run_preflight(hosts, group_vars, playbook=playbook)
+    rc, out = run_preflight(NODE, group_vars, playbook=playbook)
     assert rc == 0, out
-    assert (tmp_path / "node/srv/models/tiny/config.json").is_file()
-    assert "changed=2" in out  # the directory and the copy
-    rc, out = run_preflight(hosts, group_vars, playbook=playbook)
+    model = tmp_path / "node/srv/models/tiny"
+    [revision] = revisions(tmp_path)
+    assert revision.startswith("controller-") and model.is_symlink()
+    assert os.readlink(model) == str(tmp_path / "node/srv/models/tiny.revisions" / revision)
+    assert (model / "config.json").is_file() and (model / ".rayvllm-complete").is_file()
+    rc, out = run_preflight(NODE, group_vars, playbook=playbook)
     assert rc == 0, out
     assert "changed=0" in out
+    # A changed copy on the controller is a new revision beside the first; the link moves to it.
+    (tmp_path / "controller-copy/generation_config.json").write_text('{"temperature": 0.5}\n')
+    rc, out = run_preflight(NODE, group_vars, playbook=playbook)
+    assert rc == 0, out
+    assert len(revisions(tmp_path)) == 2 and os.path.basename(os.readlink(model)) != revision
+
+
+def test_weights_staged_before_revisions_move_under_them(run_preflight, tmp_path):
+    playbook, group_vars = setup(tmp_path)
+    old = tmp_path / "node/srv/models/tiny"
+    old.mkdir(parents=True)
+    (old / "config.json").write_text("{}\n")
+    rc, out = run_preflight(NODE, group_vars, playbook=playbook)
+    assert rc == 0, out
+    assert "legacy" in revisions(tmp_path)
+    assert (tmp_path / "node/srv/models/tiny.revisions/legacy/config.json").read_text() == "{}\n"
+    assert old.is_symlink() and os.path.basename(os.readlink(old)).startswith("controller-")
+
+
+def test_a_download_cut_short_leaves_the_serving_weights_and_no_revision_in_use(run_preflight, tmp_path):
+    playbook, group_vars = setup(tmp_path)
+    rc, out = run_preflight(NODE, group_vars, playbook=playbook)
+    assert rc == 0, out
+    model = tmp_path / "node/srv/models/tiny"
+    serving = os.readlink(model)
+    # An "interpreter" that writes half a file where the download goes, then dies (network gone).
+    fake = tmp_path / "cut-short-python"
+    fake.write_text('#!/bin/sh\nmkdir -p "$5" && echo half >"$5/model-00001.safetensors"\nexit 1\n')
+    fake.chmod(0o755)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    hub = {"model_source": "hf", "model_hf_repo": "org/tiny", "model_hf_revision": commit, "model_hf_python": str(fake)}
+    rc, out = run_preflight(NODE, {**group_vars, **hub}, playbook=playbook)
+    assert rc != 0
+    assert "the weights that serve are untouched" in out, out[-3000:]
+    assert os.readlink(model) == serving
+    assert f"hf-{commit}" not in revisions(tmp_path) and f"hf-{commit}.partial" in revisions(tmp_path)
+
+
+def test_an_unpinned_hub_revision_is_refused(run_preflight, tmp_path):
+    playbook, group_vars = setup(tmp_path)
+    hub = {"model_source": "hf", "model_hf_repo": "org/tiny", "model_hf_revision": "main"}
+    rc, out = run_preflight(NODE, {**group_vars, **hub}, playbook=playbook)
+    assert rc != 0
+    assert "model_hf_revision='main' on node-a is not a commit hash" in out
+    assert "model_hf_allow_unpinned: true" in out
+    assert not (tmp_path / "node/srv/models").exists()
 
 
 def test_short_disk_fails_before_copying(run_preflight, tmp_path):
     playbook, group_vars = setup(tmp_path, model_free_space_margin_gib=10**7)
-    rc, out = run_preflight(local_hosts(head=("node-a",), workers=()), group_vars, playbook=playbook)
+    rc, out = run_preflight(NODE, group_vars, playbook=playbook)
     assert rc != 0
     assert "but staging" in out and "GiB (weights still missing plus a 10000000 GiB margin)" in out
-    assert not (tmp_path / "node/srv/models/tiny").exists()
+    assert not (tmp_path / "node/srv/models/tiny.revisions").exists()

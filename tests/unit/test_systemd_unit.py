@@ -75,9 +75,7 @@ def test_exit_reason_from_systemctl_show():
     assert exit_reason("vllm.service", running, running) is None
     restarting = dict(running, ActiveState="activating", SubState="auto-restart", NRestarts="4", ExecMainStatus="2",
                       Result="exit-code")  # fmt: skip
-    assert exit_reason("vllm.service", running, restarting) == (
-        "vllm.service exited and was restarted 1 time(s) (exit status 2, result exit-code)"
-    )
+    assert exit_reason("vllm.service", running, restarting) == "vllm.service exited and systemd restarted it 1 time(s)"
     failed = dict(running, ActiveState="failed", ExecMainStatus="1", Result="exit-code")
     assert exit_reason("vllm.service", running, failed) == "vllm.service failed (exit status 1, result exit-code)"
     stopped = dict(running, ActiveState="inactive", SubState="dead")

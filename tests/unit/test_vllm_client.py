@@ -295,7 +295,7 @@ def test_health_never_200_says_seconds_and_last_status(fake):
 
 def test_a_server_that_exited_stops_the_wait_at_once(closed_url):
     fc = FakeClock()
-    answers = iter([None, None, "vllm.service exited and was restarted 1 time(s) (exit status 2, result exit-code)"])
+    answers = iter([None, None, "vllm.service failed (exit status 2, result exit-code)"])
     with pytest.raises(VllmError) as err:
         vllm_client.wait_ready(
             closed_url,

@@ -104,7 +104,7 @@ def test_a_second_upgrade_run_changes_nothing_and_restarts_nothing():
     keep("rerun", out)
     assert rc == 0, out[-6000:]
     assert recap(out) and all(changed == 0 for changed, _ in recap(out).values()), recap(out)
-    assert "every node runs the staged versions; nothing to switch" in out
+    assert "every node runs what was staged; nothing to switch" in out
     assert ray_started() == ray_before and unit_started("ray-head", "vllm") == vllm_before
 
 
