@@ -95,7 +95,7 @@ def cluster_plan(cluster, nodes):
     elif unlinked:
         action = "install"
         lines.append(
-            "cluster %s: new nodes %s: the phases install them; nothing to switch" % (cluster, _hosts(unlinked))
+            "cluster %s: new nodes %s: site.yml installs them; nothing to switch" % (cluster, _hosts(unlinked))
         )
     elif changes["ray"]:
         action = "ray"
