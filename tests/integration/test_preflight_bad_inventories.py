@@ -42,6 +42,19 @@ def test_unpinned_ray_version(run_preflight, version):
     assert 'ray_version: "2.60.0"' in out
 
 
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("ray_stop_drain_timeout", "soon", "(seconds a node drains on SIGTERM); got 'soon'"),
+        ("vllm_stop_timeout", -1, "(seconds systemd waits for vLLM to stop); got '-1'"),
+    ],
+)
+def test_stop_timeouts_must_be_counts(run_preflight, name, value, message):
+    rc, out = run_preflight(local_hosts(), {name: value})
+    assert rc != 0
+    assert f"{name} must be a whole number, 0 or more {message}" in out
+
+
 def test_mismatched_python(run_preflight):
     system_python = shutil.which("python3.11", path="/usr/bin") or "/usr/bin/python3"
     rc, out = run_preflight(
