@@ -63,7 +63,12 @@ destroy_sandbox() {
   # forget them (a second destroy finds nothing and resets its state).
   molecule destroy -s default >/dev/null 2>&1 && return 0
   echo "molecule destroy timed out; removing the sandbox hosts with docker rm -f"
-  docker rm -f ray-head ray-worker-1 ray-worker-2 >/dev/null 2>&1 || true
+  local i
+  for i in $(seq 60); do
+    docker rm -f ray-head ray-worker-1 ray-worker-2 >/dev/null 2>&1 || true
+    [ -z "$(docker ps -aq --filter name='^ray-(head|worker-1|worker-2)$')" ] && break
+    sleep 10
+  done
   molecule destroy -s default >/dev/null
 }
 trap 'destroy_sandbox || true' EXIT
