@@ -17,9 +17,12 @@ def test_service_active_and_enabled(host):
 
 def test_service_runs_as_ray_user_from_versioned_venv(host):
     unit = host.file(f"/etc/systemd/system/{service_name(host)}.service").content_string
-    assert f"ExecStart=/opt/ray/{SETTINGS['ray_version']}/bin/ray start --block" in unit
+    # The unit runs the venv behind the `current` link (an upgrade switches the link, not the unit).
+    assert "ExecStart=/opt/ray/current/bin/ray start --block" in unit
     assert "User=ray" in unit and "Restart=on-failure" in unit
     assert host.file("/opt/ray/current").linked_to == f"/opt/ray/{SETTINGS['ray_version']}"
+    pid = host.check_output(f"systemctl show -p MainPID --value {service_name(host)}")
+    assert f"/opt/ray/{SETTINGS['ray_version']}/" in host.file(f"/proc/{pid}/maps").content_string
     version = host.check_output("/opt/ray/current/bin/python -c 'import ray; print(ray.__version__)'")
     assert version == SETTINGS["ray_version"]
 
