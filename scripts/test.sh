@@ -82,7 +82,7 @@ grep -A5 '^PLAY RECAP' .cache/converge-vvv.log
 molecule verify -s default
 for stage in molecule/default/stages/test_*.py; do
   echo "== sandbox fleet: stage $(basename "$stage" .py)"
-  pytest -p no:cacheprovider -v "$stage"
+  pytest -p no:cacheprovider -v -s "$stage"
 done
 destroy_sandbox
 trap - EXIT

@@ -96,7 +96,7 @@ def ruleset(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.0
         if not (v4 or v6):
             lines.append("# %s (port %s): cluster members only" % (service["name"], _ports(service["ports"])))
             continue
-        _accept(lines, v4, v6, "tcp dport %s" % _ports(service["ports"]), service["name"])
+        _accept(lines, v4, v6, "%s dport %s" % (service.get("proto", "tcp"), _ports(service["ports"])), service["name"])
     for index, rule in enumerate(extra_rules or []):
         label = "firewall_extra_rules[%d]" % index
         proto = rule.get("proto", "tcp") if isinstance(rule, dict) else None

@@ -58,6 +58,7 @@ SHARED_SETTINGS = {
     "preflight": ("preflight_gpu_check",),
     "prometheus": ("prometheus_web_listen_address", "prometheus_scrape_interval", "prometheus_ray_head_metrics_ports"),
     "grafana": ("grafana_http_addr", "grafana_http_port"),
+    "alertmanager": ("alertmanager_install_source", "alertmanager_web_listen_address", "alertmanager_cluster_port"),
     "node_exporter": ("node_exporter_port",),
     "dcgm_exporter": ("dcgm_exporter_port",),
 }
@@ -297,6 +298,8 @@ def build(heads, workers, hosts, defaults, monitoring=()):
         "prometheus_local_url": "",
         "prometheus_scrape_interval": "",
         "grafana_url": "",
+        "addresses": {},
+        "alertmanagers": [],
     }
     if mon:
         first = mon[0]
@@ -313,6 +316,14 @@ def build(heads, workers, hosts, defaults, monitoring=()):
             "prometheus_local_url": listen_url(prometheus, "127.0.0.1"),
             "prometheus_scrape_interval": _setting(hosts, first, "prometheus_scrape_interval", defaults),
             "grafana_url": listen_url(grafana, address),
+            "addresses": {h: _address(nodes, hosts, h) for h in mon},
+            # Every Prometheus sends its alerts to every Alertmanager (HOST:PORT).
+            "alertmanagers": [
+                "%s:%d"
+                % (_address(nodes, hosts, h), _port(_setting(hosts, h, "alertmanager_web_listen_address", defaults)))
+                for h in mon
+                if _setting(hosts, h, "alertmanager_install_source", defaults) != "none"
+            ],
         }
 
     firewall = firewall_exposure(nodes, model_clusters, mon, hosts, defaults)
@@ -382,6 +393,19 @@ def firewall_exposure(nodes, clusters, monitoring, hosts, defaults):
                 # ... and checks Grafana's health server-side before embedding its panels.
                 {"name": "Grafana", "ports": [int(graf)], "sources": heads, "admins": True},
             ]
+            if _setting(hosts, host, "alertmanager_install_source", defaults) != "none":
+                others = [a for a in prometheus if a != _address(nodes, hosts, host)]
+                # Every Prometheus of the fleet posts its alerts; operators read and silence them.
+                services.append(
+                    {"name": "Alertmanager", "sources": prometheus, "admins": True,
+                     "ports": [_port(_setting(hosts, host, "alertmanager_web_listen_address", defaults))]}
+                )  # fmt: skip
+                # Several Alertmanagers gossip (silences, who notified; TCP and UDP), so a notification goes out once.
+                services += [
+                    {"name": "Alertmanager cluster", "sources": others, "admins": False, "proto": proto,
+                     "ports": [int(_setting(hosts, host, "alertmanager_cluster_port", defaults))] if others else []}
+                    for proto in ("tcp", "udp")
+                ]  # fmt: skip
         result[host] = {"members": members, "services": [svc for svc in services if svc["ports"]]}
     return result
 
