@@ -5,17 +5,16 @@ printing how long serving was interrupted (benchmarks/faults.sh collects these l
   /health keeps answering, vllm-watchdog sees completions fail and restarts vLLM;
 - the vLLM server killed with SIGKILL (systemd restarts it);
 - a worker's raylet killed (ray-worker.service restarts, the node rejoins, vLLM serves again);
-- a worker's Ray stopped: an alert reaches the webhook receiver through Alertmanager;
-- a worker host and the head host restarted (container restarts);
+- a worker host down (container stopped): an alert reaches the webhook receiver through Alertmanager,
+  and the host rejoins when it is started again;
+- the head host restarted (container restart);
 - a full disk while a new weights revision is staged (a clear error, the serving weights untouched).
 
 Each leaves the fleet serving with every node joined, as the stages after it expect."""
 
-import json
 import subprocess
 import time
 
-import pytest
 from sandbox import (
     NODE_IPS,
     SETTINGS,
@@ -133,43 +132,40 @@ def test_a_killed_raylet_restarts_and_its_node_rejoins():
     assert n_restarts("ray-worker-1", "ray-worker") == restarts + 1
 
 
-def test_a_stopped_worker_delivers_an_alert():
-    """Stopping a worker's Ray: Prometheus' rules fire and Alertmanager delivers to the webhook receiver,
-    naming the cluster (and the host); the worker rejoins when started again."""
+def test_a_stopped_worker_host_delivers_an_alert_and_rejoins_when_it_restarts():
+    """A worker host goes down (container stopped): vLLM serves again from the GPUs left, Prometheus' rules
+    fire and Alertmanager delivers to the webhook receiver, naming the cluster and the host; started again,
+    the host rejoins on its own."""
     with Receiver() as receiver:
         started = time.time()
-        seconds = serving_again_after(lambda: sh("ray-worker-2", "systemctl stop ray-worker"))
+        stop = ["docker", "stop", "-t", "10", "ray-worker-2"]
+        seconds = serving_again_after(lambda: subprocess.run(stop, check=True))
 
         def delivered():
-            return [
-                (at, labels)
-                for at, labels, _ in receiver.alerts()
-                if labels.get("ray_cluster") == "default"
-                and labels.get("alertname") in ("RayNodesMissing", "ScrapeTargetDown")
-            ]
+            return [(at, labels) for at, labels, _ in receiver.alerts() if labels.get("ray_cluster") == "default"]
 
         try:
             alerts = wait_for(delivered, timeout=RECOVERY_BOUND, interval=5)
         finally:
-            sh("ray-worker-2", "systemctl start ray-worker")
+            subprocess.run(["docker", "start", "ray-worker-2"], check=True)
+    back = time.time()
+    all_nodes_joined()
     first_at, labels = alerts[0]
     report(
-        "ray-worker stopped on ray-worker-2",
+        "ray-worker-2 host down, then started again",
         seconds,
-        f"alert {labels['alertname']} delivered after {first_at - started:.0f} s",
+        f"alert {labels['alertname']} delivered {first_at - started:.0f} s after the stop; "
+        f"the host rejoined {time.time() - back:.0f} s after its start",
     )
-    print("delivered:", json.dumps(sorted({json.dumps(lab, sort_keys=True) for _, lab in alerts})))
-    assert any(lab.get("host") == "ray-worker-2" for _, lab in alerts) or any(
-        lab.get("alertname") == "RayNodesMissing" for _, lab in alerts
-    )
-    all_nodes_joined()
+    print("delivered:", sorted({(lab["alertname"], lab.get("host", "")) for _, lab in alerts}))
+    assert any(lab.get("host") == "ray-worker-2" for _, lab in alerts), alerts
+    assert complete() >= 1
 
 
-@pytest.mark.parametrize("host", ["ray-worker-1", "ray-head"])
-def test_a_restarted_host_comes_back_serving(host):
-    seconds = serving_again_after(lambda: subprocess.run(["docker", "restart", "-t", "10", host], check=True))
+def test_a_restarted_head_host_comes_back_serving():
+    seconds = serving_again_after(lambda: subprocess.run(["docker", "restart", "-t", "10", "ray-head"], check=True))
     all_nodes_joined()
-    report(f"restart of host {host}", seconds)
+    report("restart of the head host ray-head", seconds)
     assert seconds > 0 and complete() >= 1
 
 
