@@ -110,52 +110,29 @@ def decide(state, unit, probe, now, settings=None):
     progressed = probe.get("tokens") is not None and previous_tokens is not None and probe["tokens"] > previous_tokens
     if progressed:
         state["failures"] = 0
-        return (
-            state,
-            "none",
-            "probe failed (%s) but the server generated %d tokens since the last probe: busy, not hung"
-            % (
-                error,
-                probe["tokens"] - previous_tokens,
-            ),
-        )
+        message = "probe failed (%s) but the server generated %d tokens since the last probe: busy, not hung"
+        return state, "none", message % (error, probe["tokens"] - previous_tokens)
     served_since_start = state.get("last_ok") is not None and state["last_ok"] >= started
     age = now - started
     if age < float(settings["start_grace"]) and not served_since_start:
         state["failures"] = 0
-        return (
-            state,
-            "none",
-            "probe failed (%s) %d s after the server started: not counted (start grace %d s)"
-            % (
-                error,
-                age,
-                settings["start_grace"],
-            ),
-        )
+        message = "probe failed (%s) %d s after the server started: not counted (start grace %d s)"
+        return state, "none", message % (error, age, settings["start_grace"])
     state["failures"] += 1
     limit = int(settings["failures"])
     if state["failures"] < limit:
-        return (
-            state,
-            "none",
-            "probe failed (%s): %d of %d consecutive failures before a restart"
-            % (
-                error,
-                state["failures"],
-                limit,
-            ),
-        )
+        message = "probe failed (%s): %d of %d consecutive failures before a restart"
+        return state, "none", message % (error, state["failures"], limit)
     gap = backoff_gap(state["unhelpful"], settings)
     if state.get("last_restart") is not None and now - state["last_restart"] < gap:
+        message = (
+            "probe failed (%s), %d consecutive failures, but the last %d restart(s) did not help: "
+            "next restart in %d s (backoff)"
+        )
         return (
             state,
             "wait",
-            (
-                "probe failed (%s), %d consecutive failures, but the last %d restart(s) did not help: "
-                "next restart in %d s (backoff)"
-                % (error, state["failures"], state["unhelpful"], gap - (now - state["last_restart"]))
-            ),
+            message % (error, state["failures"], state["unhelpful"], gap - (now - state["last_restart"])),
         )
     reason = "%d consecutive completions failed over %d s (last: %s)" % (
         state["failures"],
@@ -203,23 +180,9 @@ def probe_server(url, api_key, model, timeout, prompt="Hello", max_tokens=1):
 
 def unit_status(unit):
     """{"name", "active", "sub", "started"} of a systemd unit (started: epoch seconds of its main process)."""
-    out = subprocess.run(
-        [
-            "systemctl",
-            "show",
-            "--timestamp=unix",
-            "-p",
-            "ActiveState",
-            "-p",
-            "SubState",
-            "-p",
-            "ExecMainStartTimestamp",
-            unit,
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        check=False,
-    ).stdout
+    properties = ["-p", "ActiveState", "-p", "SubState", "-p", "ExecMainStartTimestamp"]
+    command = ["systemctl", "show", "--timestamp=unix"] + properties + [unit]
+    out = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=False).stdout
     props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
     started = props.get("ExecMainStartTimestamp", "").lstrip("@")
     return {

@@ -1,6 +1,7 @@
 import http.server
 import json
 import threading
+import time
 
 import pytest
 
@@ -142,10 +143,7 @@ class _Server(http.server.BaseHTTPRequestHandler):
         length = int(self.headers["Content-Length"])
         request = json.loads(self.rfile.read(length))
         if self.hang.is_set():
-            self.hang.wait(timeout=0)  # hold the connection past the client's timeout
-            import time
-
-            time.sleep(1.5)
+            time.sleep(1.5)  # past the client's timeout: what a hung engine looks like
         body = json.dumps({"usage": {"completion_tokens": request["max_tokens"]}}).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
