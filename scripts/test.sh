@@ -37,10 +37,13 @@ bash scripts/promtool.sh test rules tests/promtool/*.yml
 python3 scripts/dashboard-rules.py roles/grafana/files/dashboards/*.json >.cache/dashboard-rules.yml
 bash scripts/promtool.sh check rules .cache/dashboard-rules.yml
 
-echo "== unit and preflight integration tests"
+echo "== unit tests"
 # Separate runs: each directory has its own conftest helpers.
 pytest -q tests/unit
-pytest -q tests/integration
+# The preflight integration tests (minutes of ansible-playbook runs against hosts of this machine, no
+# Docker) run beside the sandbox's creation and converge; their result is read before verify.
+pytest -q tests/integration >.cache/integration.log 2>&1 &
+integration=$!
 
 echo "== sandbox prerequisites"
 if ! wait "$prereqs"; then cat .cache/sandbox-prereqs.log; exit 1; fi
@@ -79,6 +82,9 @@ if ! molecule converge -s default -- -vvv >.cache/converge-vvv.log 2>&1; then
   grep -n -B2 -A40 'fatal:' .cache/converge-vvv.log | head -300; tail -n 40 .cache/converge-vvv.log; exit 1
 fi
 grep -A5 '^PLAY RECAP' .cache/converge-vvv.log
+echo "== preflight integration tests (ran beside the converge)"
+if ! wait "$integration"; then cat .cache/integration.log; exit 1; fi
+tail -n 3 .cache/integration.log
 molecule verify -s default
 for stage in molecule/default/stages/test_*.py; do
   echo "== sandbox fleet: stage $(basename "$stage" .py)"

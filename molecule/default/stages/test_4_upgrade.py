@@ -4,9 +4,11 @@ failing new version rolled back at Ray level, a failing vLLM-only change rolled 
 The last stage: it leaves the fleet on the new versions (destroyed after it)."""
 
 import json
+import os
 import re
 from pathlib import Path
 
+import pytest
 import testinfra
 import yaml
 
@@ -108,6 +110,11 @@ def test_a_second_upgrade_run_changes_nothing_and_restarts_nothing():
     assert ray_started() == ray_before and unit_started("ray-head", "vllm") == vllm_before
 
 
+# Two Ray restarts and three vLLM starts (about 4 minutes): CI keeps under its 60 minutes with the vLLM-level
+# rollback below, which proves the same gate and rollback without Ray; run it with RAYVLLM_SLOW_TESTS=1.
+@pytest.mark.skipif(
+    os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="Ray-level rollback: set RAYVLLM_SLOW_TESTS=1 (about 4 min)"
+)
 def test_a_new_version_that_fails_its_gate_is_rolled_back_and_the_run_fails():
     """Back to the previous pair (still staged: nothing to build) with an argument vLLM rejects: the switch
     restarts Ray on the old version, vLLM fails to start, the rollback restores Ray and vLLM as they were."""
