@@ -319,10 +319,9 @@ def build(heads, workers, hosts, defaults, monitoring=()):
             "addresses": {h: _address(nodes, hosts, h) for h in mon},
             # Every Prometheus sends its alerts to every Alertmanager (HOST:PORT).
             "alertmanagers": [
-                "%s:%d"
-                % (_address(nodes, hosts, h), _port(_setting(hosts, h, "alertmanager_web_listen_address", defaults)))
+                "%s:%d" % (_address(nodes, hosts, h), _alertmanager_port(hosts, h, defaults))
                 for h in mon
-                if _setting(hosts, h, "alertmanager_install_source", defaults) != "none"
+                if _alertmanager_port(hosts, h, defaults)
             ],
         }
 
@@ -337,6 +336,13 @@ def _address(nodes, hosts, host):
 
 def _setting(hosts, host, key, defaults):
     return ((hosts.get(host) or {}).get("vars") or {}).get(key, defaults.get(key))
+
+
+def _alertmanager_port(hosts, host, defaults):
+    """The port of the Alertmanager the alertmanager role runs on a monitoring host; None where it runs none."""
+    if _setting(hosts, host, "alertmanager_install_source", defaults) == "none":
+        return None
+    return _port(_setting(hosts, host, "alertmanager_web_listen_address", defaults))
 
 
 def _port(listen):
@@ -393,13 +399,13 @@ def firewall_exposure(nodes, clusters, monitoring, hosts, defaults):
                 # ... and checks Grafana's health server-side before embedding its panels.
                 {"name": "Grafana", "ports": [int(graf)], "sources": heads, "admins": True},
             ]
-            if _setting(hosts, host, "alertmanager_install_source", defaults) != "none":
+            alertmanager = _alertmanager_port(hosts, host, defaults)
+            if alertmanager:
                 others = [a for a in prometheus if a != _address(nodes, hosts, host)]
                 # Every Prometheus of the fleet posts its alerts; operators read and silence them.
                 services.append(
-                    {"name": "Alertmanager", "sources": prometheus, "admins": True,
-                     "ports": [_port(_setting(hosts, host, "alertmanager_web_listen_address", defaults))]}
-                )  # fmt: skip
+                    {"name": "Alertmanager", "sources": prometheus, "admins": True, "ports": [alertmanager]}
+                )
                 # Several Alertmanagers gossip (silences, who notified; TCP and UDP), so a notification goes out once.
                 services += [
                     {"name": "Alertmanager cluster", "sources": others, "admins": False, "proto": proto,
