@@ -111,7 +111,7 @@ def test_extra_dashboard_named_like_a_managed_one(run_preflight, tmp_path, name)
     "settings, expected",
     [
         ({"alertmanager_receivers": []}, "got names []"),
-        ({"alertmanager_receivers": [{"webhook_configs": [{"url": "http://h:1/"}]}]}, "got names [\"\"]"),
+        ({"alertmanager_receivers": [{"webhook_configs": [{"url": "http://h:1/"}]}]}, 'got names [""]'),
         ({"alertmanager_receivers": [{"name": "ops"}, {"name": "ops"}]}, 'got names ["ops", "ops"]'),
         ({"alertmanager_route": {"receiver": "pager"}}, "(got pager)"),
     ],
