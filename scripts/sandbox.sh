@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The local sandbox fleet: 3 systemd hosts (1 Ray head, 2 workers) in Docker.
+# The local sandbox fleet: 4 systemd hosts in Docker (cluster default: 1 Ray head, 2 workers; cluster b:
+# 1 head), vllm-router on ray-head in front of both.
 #   scripts/sandbox.sh up     build what is missing, start the hosts, run site.yml, print the dashboard URL
 #   scripts/sandbox.sh down   remove the hosts
 set -euo pipefail

@@ -26,7 +26,10 @@ SETTINGS = {**RAY_DEFAULTS, **GROUP_VARS}
 HEAD_IP = "10.77.0.10"
 # molecule's inventory during `molecule verify`; the repository's sandbox inventory (same hosts) in the stages.
 INVENTORY = os.environ.get("MOLECULE_INVENTORY_FILE") or str(ROOT / "inventories/sandbox")
+# Cluster "default" (what most checks look at); cluster "b" is one host serving the same model behind the router.
 NODE_IPS = {"ray-head": "10.77.0.10", "ray-worker-1": "10.77.0.11", "ray-worker-2": "10.77.0.12"}
+ALL_NODE_IPS = {**NODE_IPS, "ray-b-head": "10.77.0.13"}
+HEADS = ("ray-head", "ray-b-head")
 
 
 DASHBOARD = f"http://{HEAD_IP}:{SETTINGS['ray_dashboard_port']}"
@@ -108,6 +111,9 @@ GRAFANA_DIR = "/etc/grafana"
 DASHBOARD_DIR = "/var/lib/grafana/dashboards/rayvllm"
 DATASOURCE_UID = "rayvllm-prometheus"
 VLLM_URL = f"http://{HEAD_IP}:{SETTINGS.get('vllm_port', 8000)}"
+# vllm-router on ray-head in front of both clusters (default: ray-head, b: ray-b-head).
+ROUTER_URL = f"http://{HEAD_IP}:30000"
+CLUSTER_URLS = {"default": VLLM_URL, "b": "http://10.77.0.13:8000"}
 
 
 def head():
@@ -149,10 +155,11 @@ def prometheus_binary():
     return head().check_output(f"tr '\\0' '\\n' < /proc/{prometheus_pid()}/cmdline | head -n1")
 
 
-def complete(prompt="Hi", max_tokens=2, timeout=30):
-    """Tokens of one completion from the sandbox's vLLM server, with its API key."""
+def complete(prompt="Hi", max_tokens=2, timeout=30, url=None):
+    """Tokens of one completion from the sandbox's vLLM server (or the router, url=ROUTER_URL), with the API key."""
     body = {"model": SETTINGS["vllm_served_model_name"], "prompt": prompt, "max_tokens": max_tokens}
-    return bearer_request(VLLM_URL + "/v1/completions", vllm_api_key(), body, timeout)["usage"]["completion_tokens"]
+    answer = bearer_request((url or VLLM_URL) + "/v1/completions", vllm_api_key(), body, timeout)
+    return answer["usage"]["completion_tokens"]
 
 
 def vllm_version():
@@ -171,8 +178,8 @@ class CompletionPoller:
     """Asks the server for a completion every ``interval`` seconds from a thread, as a client would during
     an operation, and keeps (start time, ok) of each; ``report()`` gives the longest serving gap."""
 
-    def __init__(self, interval=0.5, timeout=30):
-        self.interval, self.timeout = interval, timeout
+    def __init__(self, interval=0.5, timeout=30, url=None):
+        self.interval, self.timeout, self.url = interval, timeout, url
         self.results = []
         self.first_down_at = None  # wall-clock time of the first request refused or failed (not just slow)
         self._stop = threading.Event()
@@ -183,7 +190,7 @@ class CompletionPoller:
             started = time.monotonic()
             down = False
             try:
-                ok = complete(timeout=self.timeout) >= 1
+                ok = complete(timeout=self.timeout, url=self.url) >= 1
             except (OSError, ValueError, KeyError) as exc:  # refused, reset, timed out, HTTP 5xx, a bad body
                 ok = False
                 reason = getattr(exc, "reason", exc)
@@ -221,6 +228,52 @@ class CompletionPoller:
         failed = sum(1 for _, ok in self.results if not ok)
         return {"requests": len(self.results), "failed": failed, "longest_gap_s": round(longest, 1),
                 "first_failure_s": None if first_failure is None else round(first_failure, 1)}  # fmt: skip
+
+
+class RotationWatcher:
+    """Reads the router's rotation (/list_workers) every ``interval`` seconds from a thread and keeps
+    (wall-clock time, [backend URLs]); ``out_of_rotation(url)`` gives the intervals a backend was out."""
+
+    def __init__(self, interval=0.5):
+        self.interval, self.samples = interval, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                urls = bearer_request(ROUTER_URL + "/list_workers", None, timeout=5)["urls"]
+            except (OSError, ValueError, KeyError):
+                urls = None
+            self.samples.append((time.time(), urls))
+            self._stop.wait(self.interval)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def out_of_rotation(self, url):
+        """[(from, to)] wall-clock intervals in which the router did not list url."""
+        spans, start = [], None
+        for at, urls in self.samples:
+            out = urls is not None and url not in urls
+            if out and start is None:
+                start = at
+            elif not out and start is not None:
+                spans.append((start, at))
+                start = None
+        if start is not None:
+            spans.append((start, self.samples[-1][0]))
+        return spans
+
+
+def rotation():
+    """The backend URLs the router sends requests to now."""
+    return bearer_request(ROUTER_URL + "/list_workers", None)["urls"]
 
 
 # With the profile_tasks callback, every task banner is followed by the time the task started.

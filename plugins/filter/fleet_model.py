@@ -31,16 +31,17 @@ def fleet_model(hostvars, groups):
         heads = list(groups.get("ray_head") or [])
         workers = list(groups.get("ray_workers") or [])
         monitoring = list(groups.get("monitoring") or [])
+        routers = list(groups.get("router") or [])
         keys = set(defaults) | set(_fleet.INPUTS) | {"ray_dashboard_host"}
         hosts = {}
-        for host in dict.fromkeys(heads + workers + monitoring):
+        for host in dict.fromkeys(heads + workers + monitoring + routers):
             hv = hostvars[host]
             hosts[host] = {
                 "vars": {key: hv[key] for key in keys if key in hv},
                 "facts": dict(hv.get("ansible_facts") or {}),
                 "ansible_host": hv.get("ansible_host"),
             }
-        model, problems = _fleet.build(heads, workers, hosts, defaults, monitoring)
+        model, problems = _fleet.build(heads, workers, hosts, defaults, monitoring, routers)
     except (ValueError, OSError) as exc:
         raise AnsibleFilterError("fleet_model: %s" % exc)
     model["problems"] = problems

@@ -54,11 +54,13 @@ SHARED_SETTINGS = {
         "vllm_tensor_parallel_size",
         "vllm_allow_cross_node_tp",
         "vllm_allowed_cidrs",
+        "vllm_config_dir",
     ),
     "preflight": ("preflight_gpu_check",),
     "prometheus": ("prometheus_web_listen_address", "prometheus_scrape_interval", "prometheus_ray_head_metrics_ports"),
     "grafana": ("grafana_http_addr", "grafana_http_port"),
     "alertmanager": ("alertmanager_install_source", "alertmanager_web_listen_address", "alertmanager_cluster_port"),
+    "router": ("router_host", "router_port", "router_metrics_port", "router_model_ports", "router_allowed_cidrs"),
     "node_exporter": ("node_exporter_port",),
     "dcgm_exporter": ("dcgm_exporter_port",),
 }
@@ -72,7 +74,15 @@ RAY_AUTH_TOKEN_FILE = "auth_token"
 # Inventory variables of the fleet model itself (no role default: computed here).
 # The versions have no role default: they are required inventory settings.
 PINNED_VERSIONS = ("ray_version", "vllm_version")
-INPUTS = ("ray_cluster_name", "ray_node_ip", "ray_node_interface") + PINNED_VERSIONS
+INPUTS = (
+    "ray_cluster_name",
+    "ray_node_ip",
+    "ray_node_interface",
+    "vllm_served_model_name",
+    "model_path",
+) + PINNED_VERSIONS
+# Where the vLLM API keys of clusters behind a router live (beside the inventory): one per routed model.
+ROUTED_KEY_PREFIX = "router/"
 # Roles whose settings describe a Ray node (the others, Prometheus and Grafana, describe the monitoring host).
 NODE_ROLES = ("ray", "vllm", "preflight")
 
@@ -153,13 +163,14 @@ def literal_defaults(role_defaults):
     return result
 
 
-def build(heads, workers, hosts, defaults, monitoring=()):
+def build(heads, workers, hosts, defaults, monitoring=(), routers=()):
     """Build the fleet model.
 
     heads, workers: the inventory's ``ray_head`` and ``ray_workers`` groups (all hosts, not
     only those of the current run). hosts: {host: {"vars": {...}, "facts": {...},
-    "ansible_host": str|None}} for every Ray node and monitoring host. defaults: the owning
-    roles' literal defaults of SHARED_SETTINGS. monitoring: the ``monitoring`` group.
+    "ansible_host": str|None}} for every Ray node, monitoring and router host. defaults: the owning
+    roles' literal defaults of SHARED_SETTINGS. monitoring: the ``monitoring`` group; routers: the
+    ``router`` group.
 
     Returns (model, problems). model = {"clusters": {name: cluster}, "nodes": {host: node},
     "monitoring": {...}}; problems = [message, ...] (empty when the model is usable).
@@ -275,8 +286,14 @@ def build(heads, workers, hosts, defaults, monitoring=()):
         members = [head] + cluster["workers"]
         gpus = [nodes[h]["settings"].get("ray_num_gpus") for h in members]
         dashboard_host = (hosts.get(head, {}).get("vars") or {}).get("ray_dashboard_host")
+        head_vars = hosts.get(head, {}).get("vars") or {}
         model_clusters[name] = {
             "name": name,
+            # The name clients ask for: vllm_served_model_name, else the last part of model_path.
+            "served_model_name": str(
+                head_vars.get("vllm_served_model_name")
+                or str(head_vars.get("model_path") or "").rstrip("/").split("/")[-1]
+            ),
             "head": head,
             "workers": list(cluster["workers"]),
             "hosts": members,
@@ -325,8 +342,161 @@ def build(heads, workers, hosts, defaults, monitoring=()):
             ],
         }
 
-    firewall = firewall_exposure(nodes, model_clusters, mon, hosts, defaults)
-    return {"clusters": model_clusters, "nodes": nodes, "monitoring": mon_model, "firewall": firewall}, problems
+    router_model, router_problems = build_routers(nodes, model_clusters, list(routers or []), hosts, defaults, mon)
+    problems += router_problems
+    for name, cluster in model_clusters.items():
+        routed = cluster["served_model_name"] in router_model["models"]
+        cluster["router_model"] = cluster["served_model_name"] if routed else ""
+        # The vLLM API key's name beside the inventory (credentials/<name>/vllm_api_key): the cluster's own, or
+        # the routed model's, shared by every cluster behind the router (it passes the client's key through).
+        cluster["vllm_api_key_name"] = (
+            ROUTED_KEY_PREFIX + router_model["models"][cluster["served_model_name"]]["instance"] if routed else name
+        )
+    firewall = firewall_exposure(nodes, model_clusters, mon, hosts, defaults, router_model)
+    model = {"clusters": model_clusters, "nodes": nodes, "monitoring": mon_model, "firewall": firewall}
+    model["routers"] = router_model
+    return model, problems
+
+
+INSTANCE_RE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def router_instance(model):
+    """The name of a served model's router instance (systemd vllm-router@<instance>, file names)."""
+    return INSTANCE_RE.sub("-", model).strip("-.") or "model"
+
+
+def _router_ports(settings, models):
+    """{model: (port, metrics_port)} from router_port/router_metrics_port (one model) or router_model_ports."""
+    table = settings.get("router_model_ports") or {}
+    if not table and len(models) == 1:
+        return {models[0]: (settings.get("router_port"), settings.get("router_metrics_port"))}
+    return {m: ((table.get(m) or {}).get("port"), (table.get(m) or {}).get("metrics_port")) for m in table}
+
+
+def _is_port(value):
+    return str(value).isdigit() and 0 < int(value) < 65536
+
+
+def build_routers(nodes, clusters, routers, hosts, defaults, monitoring):
+    """The router model and its problems.
+
+    One vllm-router per served model on every host of the ``router`` group (vllm-router 0.1.17 sends
+    a request to any of its workers whatever its "model" field says), its backends the vLLM URL of
+    every cluster serving that model. Returns ({"hosts", "addresses", "models": {model: {...}}}, problems).
+    """
+    result = {"hosts": routers, "addresses": {}, "models": {}}
+    if not routers:
+        return result, []
+    problems = []
+    keys = SHARED_SETTINGS["router"]
+    per_host = {h: {k: _setting(hosts, h, k, defaults) for k in keys} for h in routers}
+    for key in keys:
+        values = {h: per_host[h][key] for h in routers}
+        if len(set(repr(v) for v in values.values())) > 1:
+            problems.append(
+                "the router hosts disagree on %s (%s): clients and the rollout treat them as one router. Set it once "
+                "for the router group." % (key, _variants(values))
+            )
+    settings = per_host[routers[0]]
+    result["addresses"] = {h: _address(nodes, hosts, h) for h in routers}
+    served = {}
+    for name, cluster in sorted(clusters.items()):
+        served.setdefault(cluster["served_model_name"], []).append(name)
+    if not served:
+        problems.append(
+            "the router group has hosts (%s) but the inventory serves no model: a router needs at least one cluster "
+            "(ray_head) behind it." % _join(routers)
+        )
+        return result, problems
+    table = settings.get("router_model_ports") or {}
+    if not isinstance(table, dict):
+        problems.append("router_model_ports must map served model names to {port, metrics_port}, got %r." % (table,))
+        table = {}
+        settings = dict(settings, router_model_ports={})
+    ports = _router_ports(settings, sorted(served))
+    if len(served) > 1 and not table:
+        problems.append(
+            "the clusters serve %d models (%s) and vllm-router routes one model per port (its regular mode ignores a "
+            "request's model): set router_model_ports, e.g. {%s}."
+            % (
+                len(served),
+                _join(sorted(served)),
+                ", ".join(
+                    "%s: {port: %d, metrics_port: %d}" % (m, 30000 + i, 29000 + i) for i, m in enumerate(sorted(served))
+                ),
+            )
+        )
+    for model in sorted(set(ports) - set(served)):
+        problems.append(
+            "router_model_ports names %s, which no cluster serves, so its router would have no backend (the clusters "
+            "serve %s). Remove it or fix the name (vllm_served_model_name)." % (model, _join(sorted(served)))
+        )
+    for model in sorted(set(served) - set(ports)) if table else []:
+        problems.append(
+            "clusters %s serve %s but router_model_ports gives it no port: add %s: {port: ..., metrics_port: ...}."
+            % (_join(served[model]), model, model)
+        )
+    # Every port a router host listens on, and who else wants it there.
+    used = {}
+    for model, (port, metrics) in sorted(ports.items()):
+        for kind, value in (("router port", port), ("metrics port", metrics)):
+            if not _is_port(value):
+                problems.append("the %s of the %s router is %r: use a TCP port number." % (kind, model, value))
+                continue
+            used.setdefault(int(value), []).append("%s's %s" % (model, kind))
+    instances = {}
+    for model in served:
+        instances.setdefault(router_instance(model), []).append(model)
+    for instance, models in sorted(instances.items()):
+        if len(models) > 1:
+            problems.append(
+                "served model names %s give one router instance name (%s): rename one (vllm_served_model_name)."
+                % (_join(sorted(models)), instance)
+            )
+    for host in routers:
+        taken = dict((p, [w]) for p, w in _host_ports(nodes, hosts, host, defaults, monitoring).items())
+        for port, owners in sorted(used.items()):
+            others = taken.get(port, [])
+            if len(owners) + len(others) > 1:
+                problems.append(
+                    "port %d on router host %s is wanted by %s: give each its own port (router_port, "
+                    "router_metrics_port, router_model_ports)." % (port, host, _join(owners + others))
+                )
+    for model, names in sorted(served.items()):
+        if model not in ports:
+            continue
+        port, metrics = ports[model]
+        result["models"][model] = {
+            "model": model,
+            "instance": router_instance(model),
+            "port": int(port) if _is_port(port) else 0,
+            "metrics_port": int(metrics) if _is_port(metrics) else 0,
+            "clusters": names,
+            "backends": [{"cluster": c, "url": clusters[c]["vllm_url"]} for c in names],
+            # How clients reach it on each router host.
+            "urls": {
+                h: listen_url(_listen(settings.get("router_host"), port), result["addresses"][h]) for h in routers
+            },
+        }
+    return result, problems
+
+
+def _host_ports(nodes, hosts, host, defaults, monitoring):
+    """{port: what} of the project's other services on a host (Ray, vLLM, exporters, monitoring)."""
+    out = {int(_setting(hosts, host, "node_exporter_port", defaults)): "node exporter"}
+    node = nodes.get(host)
+    if node:
+        out.update((p, "Ray") for p in node["ray_ports"])
+        if node["role"] == "head":
+            out[int(node["settings"]["vllm_port"])] = "vLLM"
+    if host in monitoring:
+        out[_port(_setting(hosts, host, "prometheus_web_listen_address", defaults))] = "Prometheus"
+        out[int(_setting(hosts, host, "grafana_http_port", defaults))] = "Grafana"
+        alertmanager = _alertmanager_port(hosts, host, defaults)
+        if alertmanager:
+            out[alertmanager] = "Alertmanager"
+    return out
 
 
 def _address(nodes, hosts, host):
@@ -350,15 +520,20 @@ def _port(listen):
     return int(str(listen).rsplit(":", 1)[-1])
 
 
-def firewall_exposure(nodes, clusters, monitoring, hosts, defaults):
+def firewall_exposure(nodes, clusters, monitoring, hosts, defaults, routers=None):
     """{host: {"members": [addresses with every port open], "services": [{"name", "ports", "sources", "admins"}]}}
     for every host of the fleet (Ray nodes and monitoring hosts): who, outside the host's cluster, reaches which
     of its ports. "admins": also the firewall role's admin networks. roles/firewall renders the rules."""
 
     prometheus = sorted({_address(nodes, hosts, h) for h in monitoring})
     heads = sorted(c["head_ip"] for c in clusters.values())
+    routers = routers or {"hosts": [], "addresses": {}, "models": {}}
+    # The routers reach the vLLM API of every cluster they route to (requests, probes).
+    routed = {c for m in routers["models"].values() for c in m["clusters"]}
+    router_addresses = sorted(set(routers["addresses"].values()))
     result = {}
-    for host in list(nodes) + [m for m in monitoring if m not in nodes]:
+    everyone = list(nodes) + [m for m in monitoring if m not in nodes]
+    for host in everyone + [r for r in routers["hosts"] if r not in everyone]:
         services = [
             {"name": "node exporter", "ports": [int(_setting(hosts, host, "node_exporter_port", defaults))],
              "sources": prometheus, "admins": False},
@@ -385,7 +560,8 @@ def firewall_exposure(nodes, clusters, monitoring, hosts, defaults):
                 )
                 services += [
                     {"name": "vLLM API", "ports": [int(s["vllm_port"])],
-                     "sources": sorted(set(s.get("vllm_allowed_cidrs") or []) | set(prometheus)), "admins": False},
+                     "sources": sorted(set(s.get("vllm_allowed_cidrs") or []) | set(prometheus)
+                                       | set(router_addresses if node["cluster"] in routed else [])), "admins": False},
                     {"name": "Ray dashboard", "ports": [int(s["ray_dashboard_port"])], "sources": [], "admins": True},
                     {"name": "Ray head metrics", "ports": sorted(int(p) for p in head_metrics or []),
                      "sources": prometheus, "admins": False},
@@ -412,6 +588,16 @@ def firewall_exposure(nodes, clusters, monitoring, hosts, defaults):
                      "ports": [int(_setting(hosts, host, "alertmanager_cluster_port", defaults))] if others else []}
                     for proto in ("tcp", "udp")
                 ]  # fmt: skip
+        if host in routers["hosts"]:
+            models = sorted(routers["models"].values(), key=lambda m: m["model"])
+            allowed = _setting(hosts, host, "router_allowed_cidrs", defaults) or []
+            services += [
+                # Clients; operators may try it.
+                {"name": "vLLM router", "ports": sorted(m["port"] for m in models if m["port"]),
+                 "sources": sorted(set(allowed)), "admins": True},
+                {"name": "vLLM router metrics", "ports": sorted(m["metrics_port"] for m in models if m["metrics_port"]),
+                 "sources": prometheus, "admins": False},
+            ]  # fmt: skip
         result[host] = {"members": members, "services": [svc for svc in services if svc["ports"]]}
     return result
 

@@ -4,6 +4,8 @@ printing how long serving was interrupted (benchmarks/faults.sh collects these l
 - a vLLM Ray worker stopped with SIGSTOP (what an NCCL hang or a stuck GPU looks like from outside):
   /health keeps answering, vllm-watchdog sees completions fail and restarts vLLM;
 - the vLLM server killed with SIGKILL (systemd restarts it);
+- cluster b's vLLM killed behind the router: the router stops sending it requests, its clients see no
+  error after that, and the cluster rejoins the rotation once it completes requests again;
 - a worker's raylet killed (ray-worker.service restarts, the node rejoins, vLLM serves again);
 - a worker host down (container stopped): an alert reaches the webhook receiver through Alertmanager,
   and the host rejoins when it is started again;
@@ -16,10 +18,15 @@ import subprocess
 import time
 
 from sandbox import (
+    CLUSTER_URLS,
     NODE_IPS,
+    ROUTER_URL,
     SETTINGS,
+    CompletionPoller,
+    RotationWatcher,
     alive_nodes,
     complete,
+    rotation,
     playbook,
     unit_started,
     wait_for,
@@ -114,6 +121,29 @@ def test_a_killed_server_is_restarted_by_systemd():
     seconds = serving_again_after(lambda: sh("ray-head", "kill -9 $(systemctl show -p MainPID --value vllm)"))
     report("kill -9 of the vLLM server", seconds)
     assert seconds > 0 and n_restarts("ray-head", "vllm") == before + 1
+
+
+def test_a_killed_cluster_leaves_the_routers_rotation_and_rejoins_when_it_serves_again():
+    url = CLUSTER_URLS["b"]
+    wait_for(lambda: sorted(rotation()) == sorted(CLUSTER_URLS.values()), timeout=120)
+    with RotationWatcher(), CompletionPoller(url=ROUTER_URL, interval=0.25) as poller:
+        killed = time.monotonic()
+        sh("ray-b-head", "kill -9 $(systemctl show -p MainPID --value vllm)")
+        wait_for(lambda: url not in rotation(), timeout=120, interval=0.5)
+        out = time.monotonic()
+        wait_for(lambda: url in rotation(), timeout=RECOVERY_BOUND, interval=1)
+        back = time.monotonic()
+        time.sleep(5)
+    failed = [started - killed for started, ok in poller.results if not ok and started >= killed]
+    print(
+        f"FAULT kill -9 of cluster b's vLLM behind the router: router clients saw {len(failed)} failed of "
+        f"{len(poller.results)} requests; b out of rotation {out - killed:.0f} s after the kill, back in after "
+        f"{back - killed:.0f} s",
+        flush=True,
+    )
+    # No client error once the router took it out (its retries cover the window before that), and it came back.
+    assert [t for t in failed if t > out - killed] == [], failed
+    assert url in rotation() and complete(url=url) >= 1
 
 
 def test_a_killed_raylet_restarts_and_its_node_rejoins():

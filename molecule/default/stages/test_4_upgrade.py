@@ -1,7 +1,9 @@
-"""Issue 13 on the converged sandbox: from the versions it converged at (inventories/sandbox/group_vars) to
-the ones in molecule/default/vars/upgrade.yml with playbooks/upgrade.yml, a re-run that changes nothing, a
-failing new version rolled back at Ray level, a failing vLLM-only change rolled back without restarting Ray.
-The last stage: it leaves the fleet on the new versions (destroyed after it)."""
+"""Issues 13 and 15 on the converged sandbox: a rollout of both clusters (default, b) behind vllm-router from
+the versions they converged at (inventories/sandbox/group_vars) to the ones in molecule/default/vars/upgrade.yml
+with playbooks/upgrade.yml, under a client load through the router; a failing vLLM-only change rolled back
+without restarting Ray and kept out of rotation while cluster b serves; a re-run that changes nothing and puts
+it back; (slow) a failing new version rolled back at Ray level. The last stage: it leaves the fleet on the new
+versions (destroyed after it)."""
 
 import json
 import os
@@ -13,23 +15,33 @@ import testinfra
 import yaml
 
 from sandbox import (
+    CLUSTER_URLS,
     NODE_IPS,
     ROOT,
+    ROUTER_URL,
     SETTINGS,
     TIMED,
     CompletionPoller,
+    RotationWatcher,
     alive_nodes,
+    bearer_request,
     complete,
     playbook,
+    rotation,
     task_started,
     unit_started,
     vllm_version,
+    wait_for,
 )
 
 UPGRADE_VARS = "molecule/default/vars/upgrade.yml"
 TO = yaml.safe_load((ROOT / UPGRADE_VARS).read_text())
 FROM = {key: SETTINGS[key] for key in TO}
 RAY_UNITS = {"ray-head": "ray-head", "ray-worker-1": "ray-worker", "ray-worker-2": "ray-worker"}
+RAY_UNITS["ray-b-head"] = "ray-head"
+ALL_NODES = [*NODE_IPS, "ray-b-head"]
+HEADS = {"default": "ray-head", "b": "ray-b-head"}
+HOLD = "/var/lib/vllm-router/holds/tiny-llama@default.json"
 VLLM_TO = f"{TO['vllm_version']}-ray{TO['ray_version']}"
 VLLM_FROM = f"{FROM['vllm_version']}-ray{FROM['ray_version']}"
 
@@ -42,7 +54,7 @@ def links():
     return {
         name: (Path(node(name).check_output("readlink /opt/ray/current")).name,
                Path(node(name).check_output("readlink /opt/vllm/current")).name)
-        for name in NODE_IPS
+        for name in ALL_NODES
     }  # fmt: skip
 
 
@@ -68,46 +80,83 @@ def recap(out):
     return {host: (int(changed), int(failed)) for host, changed, failed in RECAP.findall(out)}
 
 
-def test_upgrade_stages_everything_then_switches_ray_and_vllm_in_order():
+def served_version(cluster):
+    return bearer_request(CLUSTER_URLS[cluster] + "/version", None)["version"]
+
+
+def test_upgrade_rolls_out_one_cluster_at_a_time_behind_the_router_with_no_failed_request():
     assert set(links().values()) == {(FROM["ray_version"], VLLM_FROM)}
-    with CompletionPoller() as poller:
+    assert sorted(rotation()) == sorted(CLUSTER_URLS.values())
+    with RotationWatcher() as watcher, CompletionPoller(url=ROUTER_URL) as poller:
         rc, out = playbook("playbooks/upgrade.yml", "-e", f"@{UPGRADE_VARS}", env=TIMED)
     keep("upgrade", out)
     report = poller.report()
-    print("Ray + vLLM upgrade, client view:", json.dumps(report))
+    print("Rollout of both clusters through the router, client view:", json.dumps(report))
     assert rc == 0, out[-6000:]
-    # The plan names what changes. The old version served until the switch stopped it, after staging ended
-    # on every node: the first failed request came after the switch's stop task started.
+    # Clients of the router saw no failed request while both clusters restarted on new versions.
+    assert report["failed"] == 0 and report["requests"] >= 100, report
     assert f"Ray {FROM['ray_version']} -> {TO['ray_version']} on ray-head, ray-worker-1, ray-worker-2" in out
-    stop = task_started(out, "Upgrade | stop vLLM")
-    assert stop
-    assert poller.first_down_at is None or poller.first_down_at >= stop - 1, (poller.first_down_at, stop)
-    # Every node runs the new versions, from the new venvs, and serves.
+    # Each cluster was out of rotation when its vLLM stopped, one cluster at a time, and is back in.
+    spans = {}
+    for cluster, head in HEADS.items():
+        stop = task_started(out, f"Upgrade | stop vLLM on {head}")
+        assert stop, cluster
+        spans[cluster] = [s for s in watcher.out_of_rotation(CLUSTER_URLS[cluster]) if s[0] - 1 <= stop <= s[1]]
+        assert spans[cluster], (cluster, stop, watcher.out_of_rotation(CLUSTER_URLS[cluster]))
+        print(f"cluster {cluster} out of rotation for {spans[cluster][0][1] - spans[cluster][0][0]:.1f} s")
+    assert spans["default"][0][1] <= spans["b"][0][0], spans
+    assert sorted(rotation()) == sorted(CLUSTER_URLS.values())
+    # Every node runs the new versions, from the new venvs, and both clusters serve.
     assert set(links().values()) == {(TO["ray_version"], VLLM_TO)}
-    for name in NODE_IPS:
+    for name in ALL_NODES:
         assert mapped_venvs(name, "/opt/ray") <= {TO["ray_version"]}, name
         assert FROM["ray_version"] not in mapped_venvs(name, "/opt/ray") and VLLM_FROM not in mapped_venvs(
             name, "/opt/vllm"
         )
     assert len(alive_nodes()) == 3
-    assert vllm_version() == TO["vllm_version"]
-    assert complete() >= 1
+    assert vllm_version() == served_version("b") == TO["vllm_version"]
+    assert complete() >= 1 and complete(url=CLUSTER_URLS["b"]) >= 1
     # Pruning keeps the current and the previous venv of each (ray_venvs_keep = vllm_venvs_keep = 0).
-    for name in NODE_IPS:
+    for name in ALL_NODES:
         assert sorted(node(name).check_output("ls /opt/ray").split()) == sorted(
             [FROM["ray_version"], TO["ray_version"], "current"]
         )
         assert sorted(node(name).check_output("ls /opt/vllm").split()) == sorted([VLLM_FROM, VLLM_TO, "current"])
 
 
-def test_a_second_upgrade_run_changes_nothing_and_restarts_nothing():
-    ray_before, vllm_before = ray_started(), unit_started("ray-head", "vllm")
+def test_a_vllm_only_change_that_fails_is_rolled_back_and_kept_out_of_rotation_while_b_serves():
+    ray_before, b_started = ray_started(), unit_started("ray-b-head", "vllm")
+    bad = {**TO, "vllm_extra_args": SETTINGS["vllm_extra_args"] + ["--no-such-flag"]}
+    with CompletionPoller(url=ROUTER_URL) as poller:
+        rc, out = playbook("playbooks/upgrade.yml", "-e", json.dumps(bad))
+    keep("vllm-rollback", out)
+    report = poller.report()
+    print("failed vLLM-only change on cluster default, router clients:", json.dumps(report))
+    assert rc != 0 and "ROLLED BACK" in out, out[-6000:]
+    assert report["failed"] == 0, report
+    assert "restart the head" not in out
+    assert ray_started() == ray_before
+    assert "--no-such-flag" not in node("ray-head").file("/etc/systemd/system/vllm.service").content_string
+    assert vllm_version() == TO["vllm_version"] and complete() >= 1
+    # The rollout stopped at the failed cluster: b was not touched and serves alone behind the router.
+    assert unit_started("ray-b-head", "vllm") == b_started
+    assert rotation() == [CLUSTER_URLS["b"]]
+    assert json.loads(node("ray-head").file(HOLD).content_string)["until"] == 0
+
+
+def test_a_second_upgrade_run_changes_nothing_restarts_nothing_and_puts_the_cluster_back():
+    ray_before = ray_started()
+    vllm_before = {head: unit_started(head, "vllm") for head in HEADS.values()}
     rc, out = playbook("playbooks/upgrade.yml", "-e", f"@{UPGRADE_VARS}")
     keep("rerun", out)
     assert rc == 0, out[-6000:]
     assert recap(out) and all(changed == 0 for changed, _ in recap(out).values()), recap(out)
     assert "every node runs what was staged; nothing to switch" in out
-    assert ray_started() == ray_before and unit_started("ray-head", "vllm") == vllm_before
+    assert ray_started() == ray_before
+    assert {head: unit_started(head, "vllm") for head in HEADS.values()} == vllm_before
+    # Its gate passed on cluster default: back into rotation, the hold gone.
+    assert wait_for(lambda: sorted(rotation()) == sorted(CLUSTER_URLS.values()), timeout=60)
+    assert not node("ray-head").file(HOLD).exists
 
 
 # Two Ray restarts and three vLLM starts (about 4 minutes): CI keeps under its 60 minutes with the vLLM-level
@@ -127,19 +176,7 @@ def test_a_new_version_that_fails_its_gate_is_rolled_back_and_the_run_fails():
     assert "the server exited before it answered /health" in out, out[-6000:]
     assert "ROLLED BACK: cluster default serves again on its previous versions" in out, out[-6000:]
     assert set(links().values()) == {(TO["ray_version"], VLLM_TO)}
-    for name in NODE_IPS:
+    for name in ALL_NODES:
         assert mapped_venvs(name, "/opt/ray") <= {TO["ray_version"]}, name
     assert "--no-such-flag" not in node("ray-head").file("/etc/systemd/system/vllm.service").content_string
     assert len(alive_nodes()) == 3 and vllm_version() == TO["vllm_version"] and complete() >= 1
-
-
-def test_a_vllm_only_change_that_fails_is_rolled_back_without_restarting_ray():
-    ray_before = ray_started()
-    bad = {**TO, "vllm_extra_args": SETTINGS["vllm_extra_args"] + ["--no-such-flag"]}
-    rc, out = playbook("playbooks/upgrade.yml", "-e", json.dumps(bad))
-    keep("vllm-rollback", out)
-    assert rc != 0 and "ROLLED BACK" in out, out[-6000:]
-    assert "restart the head" not in out
-    assert ray_started() == ray_before
-    assert "--no-such-flag" not in node("ray-head").file("/etc/systemd/system/vllm.service").content_string
-    assert vllm_version() == TO["vllm_version"] and complete() >= 1

@@ -1,12 +1,12 @@
 """The sandbox fleet runs a real Ray cluster: services, ports, nodes, GPUs, self-healing."""
 
-from conftest import NODE_IPS, SETTINGS, alive_nodes
+from conftest import ALL_NODE_IPS, HEADS, NODE_IPS, SETTINGS, alive_nodes
 
 testinfra_hosts = ["ansible://ray_head", "ansible://ray_workers"]
 
 
 def service_name(host):
-    return "ray-head" if host.backend.get_hostname() == "ray-head" else "ray-worker"
+    return "ray-head" if host.backend.get_hostname() in HEADS else "ray-worker"
 
 
 def test_service_active_and_enabled(host):
@@ -28,13 +28,13 @@ def test_service_runs_as_ray_user_from_versioned_venv(host):
 
 
 def test_pinned_ports_listening(host):
-    ip = NODE_IPS[host.backend.get_hostname()]
+    ip = ALL_NODE_IPS[host.backend.get_hostname()]
     ports = [
         SETTINGS["ray_metrics_export_port"],
         SETTINGS["ray_node_manager_port"],
         SETTINGS["ray_object_manager_port"],
     ]
-    if host.backend.get_hostname() == "ray-head":
+    if host.backend.get_hostname() in HEADS:
         ports += [SETTINGS["ray_gcs_port"], SETTINGS["ray_dashboard_port"]]
     listening = host.check_output("ss -Htln")
     for port in ports:
@@ -65,13 +65,13 @@ def test_each_node_advertises_its_cluster_address_and_interface(host):
     """Multi-NIC settings from the fleet model: vLLM's workers and NCCL/gloo use the node's Ray address."""
     name = host.backend.get_hostname()
     env = host.file("/etc/ray/ray.env").content_string
-    assert f'VLLM_HOST_IP="{NODE_IPS[name]}"' in env
-    iface = host.check_output(f"ip -o -4 addr show to {NODE_IPS[name]} | awk '{{print $2}}'")
+    assert f'VLLM_HOST_IP="{ALL_NODE_IPS[name]}"' in env
+    iface = host.check_output(f"ip -o -4 addr show to {ALL_NODE_IPS[name]} | awk '{{print $2}}'")
     assert iface and f'GLOO_SOCKET_IFNAME="{iface}"' in env and f'NCCL_SOCKET_IFNAME="{iface}"' in env
     pid = host.check_output(f"systemctl show -p MainPID --value {service_name(host)}")
     environ = host.check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ")
-    assert f"VLLM_HOST_IP={NODE_IPS[name]}" in environ.splitlines()
+    assert f"VLLM_HOST_IP={ALL_NODE_IPS[name]}" in environ.splitlines()
     assert (
-        f"--node-ip-address={NODE_IPS[name]}"
+        f"--node-ip-address={ALL_NODE_IPS[name]}"
         in host.file(f"/etc/systemd/system/{service_name(host)}.service").content_string
     )

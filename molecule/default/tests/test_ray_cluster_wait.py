@@ -2,7 +2,7 @@
 
 from conftest import NODE_IPS, RAY_TOKEN_FILE, SETTINGS
 
-testinfra_hosts = ["ansible://ray_head"]
+testinfra_hosts = ["ansible://ray-head"]  # cluster default's head (cluster b: tests/test_router.py)
 
 
 def run_failing_module(host, args):

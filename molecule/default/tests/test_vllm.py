@@ -10,7 +10,7 @@ import pytest
 import testinfra
 from conftest import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, bearer_request, playbook, ray_api, vllm_api_key
 
-testinfra_hosts = ["ansible://ray_head"]
+testinfra_hosts = ["ansible://ray-head"]  # cluster default's head (cluster b: tests/test_router.py)
 ROOT = Path(__file__).resolve().parents[3]
 URL = f"http://{HEAD_IP}:{SETTINGS.get('vllm_port', 8000)}"
 MODEL = SETTINGS["vllm_served_model_name"]
