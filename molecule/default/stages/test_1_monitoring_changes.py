@@ -8,7 +8,17 @@ import re
 import tarfile
 import threading
 
-from sandbox import ROOT, all_up, api, head, playbook, prometheus_binary, prometheus_pid, wait_for
+from sandbox import (
+    ROOT,
+    all_up,
+    api,
+    head,
+    one_cluster_inventory,
+    playbook,
+    prometheus_binary,
+    prometheus_pid,
+    wait_for,
+)
 
 
 def test_a_rule_file_that_does_not_parse_fails_before_prometheus_restarts(tmp_path):
@@ -82,9 +92,15 @@ def test_release_archive_install_checks_the_checksum_and_switches_back(tmp_path)
 
 
 def test_ray_service_discovery_file_lists_the_same_targets():
+    """Ray writes its service-discovery file for its own cluster only: refused on the two-cluster sandbox, used
+    with an inventory of cluster default alone."""
+    sd = "prometheus_ray_service_discovery=true"
+    rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus", "-e", sd)
+    refusal = "which is not the Ray head of the fleet's only cluster (clusters: b, default)"
+    assert rc != 0 and refusal in out, out[-3000:]
     try:
-        sd = "prometheus_ray_service_discovery=true"
-        rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus", "-e", sd)
+        one = one_cluster_inventory()
+        rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus", "-e", sd, inventory=one)
         assert rc == 0, out[-3000:]
 
         def discovered():
@@ -98,7 +114,8 @@ def test_ray_service_discovery_file_lists_the_same_targets():
         assert {t["labels"]["ray_cluster"] for t in ray} == {"default"}  # the head's cluster, from the fleet model
         # The same host labels as the static targets: the series continue instead of doubling.
         assert sorted(t["labels"]["host"] for t in ray) == ["ray-head"] * 3 + ["ray-worker-1", "ray-worker-2"]
-        assert wait_for(lambda: api("query", query="count(ray_node_cpu_count)")["result"])[0]["value"][1] == "3"
+        count = 'count(ray_node_cpu_count{ray_cluster="default"})'  # (cluster b's series are not from the file)
+        assert wait_for(lambda: api("query", query=count)["result"])[0]["value"][1] == "3"
     finally:
         rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus")
     assert rc == 0, out[-3000:]

@@ -3,9 +3,9 @@ printing how long serving was interrupted (benchmarks/faults.sh collects these l
 
 - a vLLM Ray worker stopped with SIGSTOP (what an NCCL hang or a stuck GPU looks like from outside):
   /health keeps answering, vllm-watchdog sees completions fail and restarts vLLM;
-- the vLLM server killed with SIGKILL (systemd restarts it);
-- cluster b's vLLM killed behind the router: the router stops sending it requests, its clients see no
-  error after that, and the cluster rejoins the rotation once it completes requests again;
+- the vLLM server of cluster b killed with SIGKILL: systemd restarts it; the router stops sending it
+  requests, its clients see no error after that, and the cluster rejoins the rotation once it completes
+  requests again;
 - a worker's raylet killed (ray-worker.service restarts, the node rejoins, vLLM serves again);
 - a worker host down (container stopped): an alert reaches the webhook receiver through Alertmanager,
   and the host rejoins when it is started again;
@@ -14,8 +14,11 @@ printing how long serving was interrupted (benchmarks/faults.sh collects these l
 
 Each leaves the fleet serving with every node joined, as the stages after it expect."""
 
+import os
 import subprocess
 import time
+
+import pytest
 
 from sandbox import (
     CLUSTER_URLS,
@@ -116,16 +119,12 @@ def test_a_hung_rank_is_restarted_by_the_watchdog():
     assert health == "200"
 
 
-def test_a_killed_server_is_restarted_by_systemd():
-    before = n_restarts("ray-head", "vllm")
-    seconds = serving_again_after(lambda: sh("ray-head", "kill -9 $(systemctl show -p MainPID --value vllm)"))
-    report("kill -9 of the vLLM server", seconds)
-    assert seconds > 0 and n_restarts("ray-head", "vllm") == before + 1
-
-
-def test_a_killed_cluster_leaves_the_routers_rotation_and_rejoins_when_it_serves_again():
+def test_a_killed_server_is_restarted_by_systemd_and_the_router_keeps_its_clients_served():
+    """vLLM killed on cluster b (SIGKILL): systemd restarts it; meanwhile the router takes b out of rotation,
+    its clients see no error after that, and b rejoins the rotation once it completes requests again."""
     url = CLUSTER_URLS["b"]
     wait_for(lambda: sorted(rotation()) == sorted(CLUSTER_URLS.values()), timeout=120)
+    before = n_restarts("ray-b-head", "vllm")
     with RotationWatcher(), CompletionPoller(url=ROUTER_URL, interval=0.25) as poller:
         killed = time.monotonic()
         sh("ray-b-head", "kill -9 $(systemctl show -p MainPID --value vllm)")
@@ -144,6 +143,7 @@ def test_a_killed_cluster_leaves_the_routers_rotation_and_rejoins_when_it_serves
     # No client error once the router took it out (its retries cover the window before that), and it came back.
     assert [t for t in failed if t > out - killed] == [], failed
     assert url in rotation() and complete(url=url) >= 1
+    assert n_restarts("ray-b-head", "vllm") == before + 1
 
 
 def test_a_killed_raylet_restarts_and_its_node_rejoins():
@@ -192,6 +192,11 @@ def test_a_stopped_worker_host_delivers_an_alert_and_rejoins_when_it_restarts():
     assert complete() >= 1
 
 
+# About 3 minutes on the two-cluster sandbox; CI keeps nearer its 60 minutes without it (it passed in every CI run
+# until 2026-11-24): run it with RAYVLLM_SLOW_TESTS=1 (benchmarks/faults.sh does).
+@pytest.mark.skipif(
+    os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="head host restart: set RAYVLLM_SLOW_TESTS=1 (about 3 min)"
+)
 def test_a_restarted_head_host_comes_back_serving():
     seconds = serving_again_after(lambda: subprocess.run(["docker", "restart", "-t", "10", "ray-head"], check=True))
     all_nodes_joined()
