@@ -1,10 +1,18 @@
 """Old venvs on a converged node: an install keeps the current and the previous one, removes older ones,
 and never one a running process uses. Restores nothing it did not add (the fleet's venvs stay)."""
 
+import os
 import re
 import subprocess
 
+import pytest
 from sandbox import SETTINGS, playbook
+
+# About 3 minutes; the upgrade stage checks the pruning an upgrade does (current and previous venvs kept). CI
+# keeps nearer its 60 minutes without this one: run it with RAYVLLM_SLOW_TESTS=1.
+pytestmark = pytest.mark.skipif(
+    os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="venv pruning: set RAYVLLM_SLOW_TESTS=1 (about 3 min)"
+)
 
 HOST = "ray-worker-2"
 ROOT_DIR = SETTINGS["ray_install_root"]
