@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
+# Each phase says when it began (seconds into the run): where the time goes, from the CI log alone.
+phase() { echo "== $* (at $(( $(date +%s) - start )) s)"; }
 bash scripts/controller-venv.sh
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 
@@ -12,7 +14,7 @@ mkdir -p .cache
 bash scripts/sandbox-prereqs.sh >.cache/sandbox-prereqs.log 2>&1 &
 prereqs=$!
 
-echo "== lint"
+phase "lint"
 # molecule installs a copy of this collection under ~/.ansible/collections, which would
 # shadow the working tree for ansible-lint and ansible-doc on a re-run.
 rm -rf "$HOME/.ansible/collections/ansible_collections/rayvllm"
@@ -30,14 +32,14 @@ done
 ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
 echo "collection artifact: $(ls .cache/dist/*.tar.gz)"
 
-echo "== alert rules and dashboard queries (promtool from Debian's prometheus package, not installed)"
+phase "alert rules and dashboard queries (promtool from Debian's prometheus package, not installed)"
 bash scripts/promtool.sh check rules roles/prometheus/files/rules/*.yml
 bash scripts/promtool.sh test rules tests/promtool/*.yml
 # Every PromQL of the project's dashboards, as recording rules: promtool parses them offline.
 python3 scripts/dashboard-rules.py roles/grafana/files/dashboards/*.json >.cache/dashboard-rules.yml
 bash scripts/promtool.sh check rules .cache/dashboard-rules.yml
 
-echo "== unit tests"
+phase "unit tests"
 # Separate runs: each directory has its own conftest helpers.
 pytest -q tests/unit
 # The preflight integration tests (minutes of ansible-playbook runs against hosts of this machine, no
@@ -45,13 +47,13 @@ pytest -q tests/unit
 pytest -q tests/integration >.cache/integration.log 2>&1 &
 integration=$!
 
-echo "== sandbox prerequisites"
+phase "sandbox prerequisites"
 if ! wait "$prereqs"; then cat .cache/sandbox-prereqs.log; exit 1; fi
 cat .cache/sandbox-prereqs.log
 RAYVLLM_HOST_IMAGE=$(cat .cache/host-image)
 export RAYVLLM_HOST_IMAGE
 
-echo "== molecule"
+phase "molecule: gpu_preflight scenario"
 molecule test -s gpu_preflight
 
 # One converged sandbox fleet for everything that needs one: converge and the verify tests, then
@@ -59,7 +61,7 @@ molecule test -s gpu_preflight
 # stage, last, leaves the new versions), then destroy. Idempotence is a verify test
 # (test_vllm.py::test_a_rerun_changes_and_restarts_nothing: site.yml again, changed=0 on every host,
 # no service restarted), so `molecule idempotence` does not run it a second time.
-echo "== sandbox fleet: converge, verify"
+phase "sandbox fleet: create"
 destroy_sandbox() {
   # Removing a host that holds several vLLM venvs (~4 GB each) can outlast the 60 s the docker
   # driver waits: then remove the containers with the docker CLI, which waits, and let molecule
@@ -77,19 +79,22 @@ destroy_sandbox() {
 trap 'destroy_sandbox || true' EXIT
 destroy_sandbox
 molecule create -s default
+phase "sandbox fleet: converge (site.yml, 4 hosts)"
 # At -vvv into a log: the verify tests check that no secret (Ray token, vLLM key, passwords) shows in it.
 if ! molecule converge -s default -- -vvv >.cache/converge-vvv.log 2>&1; then
   grep -n -B2 -A40 'fatal:' .cache/converge-vvv.log | head -300; tail -n 40 .cache/converge-vvv.log; exit 1
 fi
 grep -A5 '^PLAY RECAP' .cache/converge-vvv.log
-echo "== preflight integration tests (ran beside the converge)"
+phase "preflight integration tests (ran beside the converge)"
 if ! wait "$integration"; then cat .cache/integration.log; exit 1; fi
 tail -n 3 .cache/integration.log
+phase "sandbox fleet: verify"
 molecule verify -s default
 for stage in molecule/default/stages/test_*.py; do
-  echo "== sandbox fleet: stage $(basename "$stage" .py)"
+  phase "sandbox fleet: stage $(basename "$stage" .py)"
   pytest -p no:cacheprovider -v -s "$stage"
 done
+phase "sandbox fleet: destroy"
 destroy_sandbox
 trap - EXIT
 

@@ -127,12 +127,18 @@ def test_upgrade_rolls_out_one_cluster_at_a_time_behind_the_router_with_no_faile
 def test_a_vllm_only_change_that_fails_is_rolled_back_and_kept_out_of_rotation_while_b_serves():
     ray_before, b_started = ray_started(), unit_started("ray-b-head", "vllm")
     bad = {**TO, "vllm_extra_args": SETTINGS["vllm_extra_args"] + ["--no-such-flag"]}
-    with CompletionPoller(url=ROUTER_URL) as poller:
-        rc, out = playbook("playbooks/upgrade.yml", "-e", json.dumps(bad))
+    with RotationWatcher() as watcher, CompletionPoller(url=ROUTER_URL) as poller:
+        rc, out = playbook("playbooks/upgrade.yml", "-e", json.dumps(bad), env=TIMED)
     keep("vllm-rollback", out)
     report = poller.report()
     print("failed vLLM-only change on cluster default, router clients:", json.dumps(report))
     assert rc != 0 and "ROLLED BACK" in out, out[-6000:]
+    # Nothing to switch, but a changed unit restarts vLLM: out of rotation first, like a new version.
+    assert "before vLLM restarts (changed systemd unit)" in out, out[-6000:]
+    restart = task_started(out, "VLLM | apply pending restarts")
+    assert restart and any(
+        start - 1 <= restart <= end for start, end in watcher.out_of_rotation(CLUSTER_URLS["default"])
+    ), (restart, watcher.out_of_rotation(CLUSTER_URLS["default"]))
     assert report["failed"] == 0, report
     assert "restart the head" not in out
     assert ray_started() == ray_before
