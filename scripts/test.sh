@@ -92,7 +92,7 @@ phase "sandbox fleet: verify"
 molecule verify -s default
 for stage in molecule/default/stages/test_*.py; do
   phase "sandbox fleet: stage $(basename "$stage" .py)"
-  pytest -p no:cacheprovider -v -s "$stage"
+  pytest -p no:cacheprovider -v -s --durations=0 "$stage"
 done
 phase "sandbox fleet: destroy"
 destroy_sandbox

@@ -134,7 +134,7 @@ def test_a_vllm_only_change_that_fails_is_rolled_back_and_kept_out_of_rotation_w
     print("failed vLLM-only change on cluster default, router clients:", json.dumps(report))
     assert rc != 0 and "ROLLED BACK" in out, out[-6000:]
     # Nothing to switch, but a changed unit restarts vLLM: out of rotation first, like a new version.
-    assert "before vLLM restarts (changed systemd unit)" in out, out[-6000:]
+    assert "before vLLM restarts (changed systemd unit)" in " ".join(out.split()), out[-6000:]  # YAML folds lines
     restart = task_started(out, "VLLM | apply pending restarts")
     assert restart and any(
         start - 1 <= restart <= end for start, end in watcher.out_of_rotation(CLUSTER_URLS["default"])
