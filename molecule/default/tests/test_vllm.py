@@ -16,6 +16,7 @@ URL = f"http://{HEAD_IP}:{SETTINGS.get('vllm_port', 8000)}"
 MODEL = SETTINGS["vllm_served_model_name"]
 VENV_PYTHON = "/opt/vllm/current/bin/python"
 VENV = f"{SETTINGS['vllm_version']}-ray{SETTINGS['ray_version']}"
+COMPILE_CACHE = f"{SETTINGS.get('ray_temp_dir', '/var/lib/ray/tmp')}/compile-cache/torchinductor"
 
 
 def node(name):
@@ -90,6 +91,10 @@ def test_ray_workers_run_on_two_hosts_from_the_vllm_venv():
             # Each worker inherits its node's cluster address (multi-NIC servers: the address NCCL and vLLM use).
             environ = node(name).check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ").splitlines()
             assert f"VLLM_HOST_IP={NODE_IPS[name]}" in environ, (name, pid)
+            # Their inductor cache lives in Ray's temp directory, not the Ray unit's private /tmp (lost on
+            # every Ray restart), and holds what the completions so far compiled.
+            assert f"TORCHINDUCTOR_CACHE_DIR={COMPILE_CACHE}" in environ, (name, pid)
+        assert node(name).run(f"find {COMPILE_CACHE} -type f -print -quit").stdout.strip(), name
 
 
 def test_generation_tokens_counter_rises_after_a_request():
