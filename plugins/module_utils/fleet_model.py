@@ -191,7 +191,9 @@ def build(heads, workers, hosts, defaults, monitoring=(), routers=()):
 
     node_keys = sorted(k for role in NODE_ROLES for k in SHARED_SETTINGS[role])
     nodes = {}
-    for host in heads + [w for w in workers if w not in heads]:
+    # By name, not inventory order: the files rendered from the model (Prometheus' targets, the router's
+    # backends) stay the same when an inventory lists its hosts in another order (no change, no reload).
+    for host in sorted(heads) + sorted(w for w in workers if w not in heads):
         info = hosts.get(host) or {}
         hvars = info.get("vars") or {}
         facts = info.get("facts") or {}

@@ -1,5 +1,6 @@
 """The fleet model: clusters, heads, members, addresses and the problems that stop a run."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,18 @@ def test_two_clusters_with_their_own_ports_and_gpus():
     assert (
         model["nodes"]["b1"]["settings"]["vllm_port"] == 8100 and model["nodes"]["a1"]["settings"]["vllm_port"] == 8000
     )
+
+
+def test_the_model_does_not_depend_on_the_order_the_inventory_lists_its_hosts():
+    """Files rendered from the model (Prometheus' targets, the router's backends) must not change, and reload
+    their service, when the same fleet comes from an inventory listing its hosts in another order."""
+    hosts = {"a1": host("10.0.0.1", "a"), "a2": host("10.0.0.2", "a"), "a3": host("10.0.0.3", "a")}
+    hosts["b1"] = host("10.0.1.1", "b", ray_gcs_port=6380)
+    first, problems = build(["a1", "b1"], ["a2", "a3"], hosts, monitoring=["a1"])
+    again, _ = build(["b1", "a1"], ["a3", "a2"], hosts, monitoring=["a1"])
+    assert problems == []
+    assert json.dumps(first) == json.dumps(again)
+    assert first["clusters"]["a"]["hosts"] == ["a1", "a2", "a3"]
 
 
 def test_explicit_address_and_interface():
