@@ -28,9 +28,13 @@ import sys
 import time
 
 from concurrent.futures import ThreadPoolExecutor
-from urllib.error import HTTPError, URLError
+from urllib.error import URLError
 from urllib.parse import quote
-from urllib.request import Request, urlopen
+
+try:  # installed in /usr/local/lib/rayvllm, with the vllm_probe.py of the same run beside it
+    from vllm_probe import completion, load_json, request, save
+except ImportError:  # in the collection (unit tests)
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_probe import completion, load_json, request, save
 
 NOTICE, WARNING = "<5>", "<4>"
 SETTINGS = {"failures": 2, "successes": 2}
@@ -99,30 +103,10 @@ def decide(state, backends, in_rotation, probes, holds, now, settings=None):
 # --- the program ------------------------------------------------------------------------------------
 
 
-def _http(url, method="GET", body=None, api_key=None, timeout=10.0):
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = "Bearer " + api_key
-    data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
-    with urlopen(Request(url, data=data, headers=headers, method=method), timeout=timeout) as response:
-        return response.read().decode("utf-8", "replace")
-
-
 def probe(url, api_key, model, timeout):
     """{"ok", "error"}: one 1-token completion straight to a backend."""
-    started = time.monotonic()
-    try:
-        body = {"model": model, "prompt": "Hello", "max_tokens": 1, "temperature": 0}
-        answer = json.loads(_http(url + "/v1/completions", "POST", body, api_key, timeout))
-        if int((answer.get("usage") or {}).get("completion_tokens") or 0) > 0:
-            return {"ok": True, "error": ""}
-        error = "HTTP 200 with 0 tokens"
-    except HTTPError as exc:
-        error = "HTTP %d" % exc.code
-    except (URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        error = "no answer" if "timed out" in str(reason) else "no answer (%s)" % reason
-    return {"ok": False, "error": "%s after %.1f s" % (error, time.monotonic() - started)}
+    ok, error = completion(url, api_key, model, timeout)
+    return {"ok": ok, "error": error}
 
 
 def read_env(path):
@@ -140,21 +124,6 @@ def read_env(path):
     except OSError:
         pass
     return out
-
-
-def _load(path, default):
-    try:
-        with open(path) as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return default
-
-
-def _save(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        handle.write(data if isinstance(data, str) else json.dumps(data))
-    os.replace(tmp, path)
 
 
 def hold_path(state_dir, instance, cluster):
@@ -187,9 +156,9 @@ def run_router(config, api_key, state_dir, settings, timeout):
     backends = [b["url"].rstrip("/") for b in config["backends"]]
     cluster_of = {b["url"].rstrip("/"): b["cluster"] for b in config["backends"]}
     now = time.time()
-    holds = {u: _load(hold_path(state_dir, config["instance"], cluster_of[u]), None) for u in backends}
+    holds = {u: load_json(hold_path(state_dir, config["instance"], cluster_of[u]), None) for u in backends}
     try:
-        rotation = [u.rstrip("/") for u in json.loads(_http(router + "/list_workers", timeout=5)).get("urls", [])]
+        rotation = [u.rstrip("/") for u in json.loads(request(router + "/list_workers", timeout=5)).get("urls", [])]
     except (URLError, OSError, ValueError) as exc:
         print(WARNING + "router %s (%s) does not answer (%s): nothing to do" % (config["model"], router, exc))
         return []
@@ -198,14 +167,14 @@ def run_router(config, api_key, state_dir, settings, timeout):
         futures = {u: pool.submit(probe, u, api_key, config["model"], timeout) for u in todo}
         results = {u: f.result() for u, f in futures.items()}
     state_file = os.path.join(state_dir, "health-%s.json" % config["instance"])
-    state, actions, messages = decide(_load(state_file, {}), backends, rotation, results, holds, now, settings)
+    state, actions, messages = decide(load_json(state_file, {}), backends, rotation, results, holds, now, settings)
     for action, url, reason in actions:
         try:
             if action == "remove":
-                _http(router + "/remove_worker?url=" + quote(url, safe=""), "POST", timeout=10)
+                request(router + "/remove_worker?url=" + quote(url, safe=""), "POST", timeout=10)
                 rotation = [u for u in rotation if u != url]
             else:
-                _http(router + "/add_worker?url=" + quote(url, safe=""), "POST", timeout=timeout + 10)
+                request(router + "/add_worker?url=" + quote(url, safe=""), "POST", timeout=timeout + 10)
                 rotation.append(url)
             done = "out of rotation" if action == "remove" else "back into rotation"
             print(WARNING + "%s: cluster %s (%s) %s: %s" % (config["model"], cluster_of[url], url, done, reason))
@@ -213,7 +182,7 @@ def run_router(config, api_key, state_dir, settings, timeout):
             print(WARNING + "%s: could not %s %s: %s" % (config["model"], action, url, exc))
     for message in messages:
         print(WARNING + "%s: %s" % (config["model"], message))
-    _save(state_file, state)
+    save(state_file, state)
     return [
         (config["model"], cluster_of[u], int(u in rotation), int(hold_of(holds[u], now)[1]), state[u]["failures"])
         for u in backends
@@ -234,13 +203,13 @@ def main(argv=None):
     for name in sorted(os.listdir(args.config_dir)):
         if not name.endswith(".json"):
             continue
-        config = _load(os.path.join(args.config_dir, name), None)
+        config = load_json(os.path.join(args.config_dir, name), None)
         if not config:
             continue
         key = read_env(os.path.join(args.config_dir, config["instance"] + ".env")).get("VLLM_ROUTER_API_KEY", "")
         rows += run_router(config, key, args.state_dir, settings, args.timeout)
     if args.textfile_dir and os.path.isdir(args.textfile_dir):
-        _save(os.path.join(args.textfile_dir, "vllm_router.prom"), metrics(rows))
+        save(os.path.join(args.textfile_dir, "vllm_router.prom"), metrics(rows))
     return 0
 
 

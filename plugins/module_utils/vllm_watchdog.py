@@ -29,15 +29,18 @@ library only, Python 3.6+.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
 import sys
 import time
 
-from urllib.error import HTTPError, URLError
-from urllib.request import Request, urlopen
+from urllib.error import URLError
+
+try:  # installed in /usr/local/lib/rayvllm, with the vllm_probe.py of the same run beside it
+    from vllm_probe import completion, load_json, request, save
+except ImportError:  # in the collection (unit tests)
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_probe import completion, load_json, request, save
 
 # Journal priorities (systemd reads a "<N>" prefix on a service's output lines).
 NOTICE, WARNING, ERROR = "<5>", "<4>", "<3>"
@@ -146,33 +149,12 @@ def decide(state, unit, probe, now, settings=None):
 # --- the program ------------------------------------------------------------------------------------
 
 
-def _request(url, api_key=None, body=None, timeout=10.0):
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["Authorization"] = "Bearer " + api_key
-    data = json.dumps(body).encode() if body is not None else None
-    with urlopen(Request(url, data=data, headers=headers), timeout=timeout) as response:
-        return response.read().decode("utf-8", "replace")
-
-
 def probe_server(url, api_key, model, timeout, prompt="Hello", max_tokens=1):
     """{"ok", "error", "tokens"}: one completion with the key, then the server's token counter."""
-    result = {"ok": False, "error": "", "tokens": None}
-    started = time.monotonic()
+    ok, error = completion(url, api_key, model, timeout, prompt, max_tokens)
+    result = {"ok": ok, "error": error, "tokens": None}
     try:
-        body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0}
-        answer = json.loads(_request(url + "/v1/completions", api_key, body, timeout))
-        result["ok"] = int((answer.get("usage") or {}).get("completion_tokens") or 0) > 0
-        error = "" if result["ok"] else "HTTP 200 with 0 tokens"
-    except HTTPError as exc:
-        error = "HTTP %d" % exc.code
-    except (URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        error = "no answer" if "timed out" in str(reason) else "no answer (%s)" % reason
-    if not result["ok"]:
-        result["error"] = "%s after %.1f s" % (error, time.monotonic() - started)
-    try:
-        result["tokens"] = generation_tokens(_request(url + "/metrics", timeout=5))
+        result["tokens"] = generation_tokens(request(url + "/metrics", timeout=5))
     except (URLError, OSError, ValueError):
         pass
     return result
@@ -193,21 +175,6 @@ def unit_status(unit):
     }
 
 
-def _load(path, default):
-    try:
-        with open(path) as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return default
-
-
-def _save(path, data):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        json.dump(data, handle)
-    os.replace(tmp, path)
-
-
 def write_textfile(directory, state, probe_ok, now):
     """Node exporter's textfile collector: the watchdog's restarts and probe state, when the directory exists."""
     if not directory or not os.path.isdir(directory):
@@ -226,14 +193,7 @@ def write_textfile(directory, state, probe_ok, now):
         "# TYPE vllm_watchdog_last_run_timestamp_seconds gauge",
         "vllm_watchdog_last_run_timestamp_seconds %d" % now,
     ]
-    _save_text(os.path.join(directory, "vllm_watchdog.prom"), "\n".join(lines) + "\n")
-
-
-def _save_text(path, text):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
+    save(os.path.join(directory, "vllm_watchdog.prom"), "\n".join(lines) + "\n")
 
 
 def main(argv=None):
@@ -255,20 +215,20 @@ def main(argv=None):
     api_key = os.environ.get("VLLM_API_KEY", "")
     url = args.url.rstrip("/")
 
-    state = dict(new_state(), **_load(args.state, {}))
+    state = dict(new_state(), **load_json(args.state, {}))
     unit = unit_status(args.unit)
     now = time.time()
-    skip = skip_reason(unit, _load(args.hold, None), now)
+    skip = skip_reason(unit, load_json(args.hold, None), now)
     if skip:
         state["failures"] = 0
-        _save(args.state, state)
+        save(args.state, state)
         write_textfile(args.textfile_dir, state, False, now)
         print(NOTICE + skip if "held off" in skip else skip)
         return 0
     probe = probe_server(url, api_key, args.model, args.timeout)
     now = time.time()
     state, action, message = decide(state, unit, probe, now, settings)
-    _save(args.state, state)
+    save(args.state, state)
     write_textfile(args.textfile_dir, state, probe["ok"], now)
     if action == "restart":
         print(WARNING + "restarting %s: %s" % (args.unit, message))

@@ -10,31 +10,30 @@ rotation (a failed upgrade gate) are left out of --worker-urls, so a restart of 
 does not put them back.
 """
 
-import json
 import os
 import sys
 import time
 
+try:  # installed in /usr/local/lib/rayvllm beside vllm_router_health.py, whose hold files this reads
+    from vllm_router_health import hold_of, hold_path, load_json
+except ImportError:  # in the collection (unit tests)
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_router_health import hold_of, hold_path, load_json
+
 
 def worker_urls(config, state_dir, now):
-    out = []
-    for backend in config["backends"]:
-        path = os.path.join(state_dir, "holds", "%s@%s.json" % (config["instance"], backend["cluster"]))
-        try:
-            with open(path) as handle:
-                until = float(json.load(handle).get("until") or 0)
-        except (OSError, ValueError, AttributeError, TypeError):
-            out.append(backend["url"])
-            continue
-        if until and until <= now:
-            out.append(backend["url"])
-    return out
+    """The backends' URLs, less those a hold file keeps out of rotation (as vllm-router-health reads them)."""
+    return [
+        backend["url"]
+        for backend in config["backends"]
+        if not hold_of(load_json(hold_path(state_dir, config["instance"], backend["cluster"]), None), now)[0]
+    ]
 
 
 def main():
     config_path, state_dir = sys.argv[1], sys.argv[2]
-    with open(config_path) as handle:
-        config = json.load(handle)
+    config = load_json(config_path, None)
+    if not config:
+        sys.exit("vllm-router: cannot read %s" % config_path)
     args = list(config["args"])
     urls = worker_urls(config, state_dir, time.time())
     if urls:
