@@ -96,10 +96,13 @@ destroy_sandbox
 molecule create -s default
 phase "sandbox fleet: converge (site.yml, 4 hosts)"
 # At -vvv into a log: the verify tests check that no secret (Ray token, vLLM key, passwords) shows in it.
-if ! molecule converge -s default -- -vvv >.cache/converge-vvv.log 2>&1; then
+# profile_tasks: each task's start time in the log, and the slowest tasks after the recap.
+if ! ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks molecule converge -s default -- -vvv \
+  >.cache/converge-vvv.log 2>&1; then
   grep -n -B2 -A40 'fatal:' .cache/converge-vvv.log | head -300; tail -n 40 .cache/converge-vvv.log; exit 1
 fi
 grep -A5 '^PLAY RECAP' .cache/converge-vvv.log
+grep -A23 '^TASKS RECAP' .cache/converge-vvv.log || true
 phase "preflight integration tests (ran beside the converge)"
 if ! wait "$integration"; then cat .cache/integration.log; exit 1; fi
 tail -n 3 .cache/integration.log
