@@ -14,8 +14,9 @@ and through the router's own API (``/remove_worker``, ``/add_worker``):
 - keeps out a backend a playbook holds out (a hold file: ``{"until": epoch, "by", "reason"}``;
   ``until`` 0 holds until a run removes it, e.g. after a failed upgrade gate).
 
-This one file is both the planning logic (``decide``, unit-tested) and the program the ``router``
-role installs (``python3 vllm_router_health.py --config-dir /etc/vllm-router``); standard library only.
+This file is both the planning logic (``decide``, unit-tested) and the program the ``router`` role
+installs (``python3 vllm_router_health.py --config-dir /etc/vllm-router``), with ``vllm_probe.py`` (the
+completion probe and state files it shares with vllm-watchdog) beside it; standard library only.
 """
 
 from __future__ import annotations

@@ -21,9 +21,10 @@ It does not fight anyone:
 - when its restarts do not help (no successful probe since the last one), it waits longer before the
   next: ``backoff`` seconds, doubled each time, at most ``backoff_max``.
 
-This one file is both the planning logic (``decide``, unit-tested) and the program the
-``vllm_watchdog`` role installs on each head (``python3 vllm_watchdog.py --url ...``); standard
-library only, Python 3.6+.
+This file is both the planning logic (``decide``, unit-tested) and the program the
+``vllm_watchdog`` role installs on each head (``python3 vllm_watchdog.py --url ...``), with
+``vllm_probe.py`` (the completion probe and state files it shares with vllm-router-health) beside
+it; standard library only, Python 3.7+ (``from __future__ import annotations``).
 """
 
 from __future__ import annotations
