@@ -1,30 +1,56 @@
 """Serving during upgrades on the sandbox fleet, as a client sees it: a completion every 0.5 s (30 s
-timeout) while playbooks/upgrade.yml runs, then the longest gap, the failed requests and the play time,
-for the two version pairs of the sandbox (inventories/sandbox/group_vars and
-molecule/default/vars/upgrade.yml), starting from the one the fleet runs:
+timeout) straight to each cluster's vLLM server while playbooks/upgrade.yml runs, then per cluster the
+longest gap, the failed requests, how long the cluster's last vLLM start took (unit start to
+"Application startup complete" in its journal) and the gap beyond that start, plus the play time, for
+the two version pairs of the sandbox (inventories/sandbox/group_vars and molecule/default/vars/upgrade.yml),
+starting from the one the fleet runs:
   1. Ray + vLLM: to the other pair (its venvs are staged first unless already there),
   2. vLLM only: back to the first pair's vLLM on the new Ray (a vLLM venv is staged first),
-  3. rollback: the previous vLLM venv, still staged, with an argument vLLM rejects.
+  3. rollback: the previous vLLM venv, still staged, with an argument vLLM rejects. The first cluster
+     switched fails its gate and is rolled back; the rollout stops, so the clusters after it keep serving.
 benchmarks/upgrade.sh converges a fleet first (REUSE=1: the converged one)."""
 
 import json
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import testinfra
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "molecule/default"))
-from sandbox import ROOT, SETTINGS, CompletionPoller, playbook, vllm_version  # noqa: E402
+from sandbox import CLUSTER_URLS, ROOT, SETTINGS, CompletionPoller, bearer_request, playbook  # noqa: E402
 
 PAIRS = [{key: SETTINGS[key] for key in ("ray_version", "vllm_version")},
          yaml.safe_load((ROOT / "molecule/default/vars/upgrade.yml").read_text())]  # fmt: skip
+HEADS = {"default": "ray-head", "b": "ray-b-head"}  # where each cluster's vLLM server runs
+
+
+def version(cluster):
+    """The version cluster's vLLM server reports (GET /version, open like /health)."""
+    return bearer_request(CLUSTER_URLS[cluster] + "/version", None)["version"]
 
 
 def running():
     head = testinfra.get_host("docker://ray-head")
-    return {"ray_version": Path(head.check_output("readlink /opt/ray/current")).name, "vllm_version": vllm_version()}
+    ray = Path(head.check_output("readlink /opt/ray/current")).name
+    return {"ray_version": ray, "vllm_version": version("default")}
+
+
+def vllm_start_s(cluster, since):
+    """Seconds the cluster's last vLLM start took, if it started after ``since`` (epoch): from the unit's
+    start to uvicorn's "Application startup complete" in the journal; None if it did not start again."""
+    host = testinfra.get_host("docker://" + HEADS[cluster])
+    out = host.check_output(
+        'started=$(date -d "$(systemctl show -p ExecMainStartTimestamp --value vllm)" +%s.%N); '
+        "echo $started; journalctl -u vllm -o short-unix --since @${started%.*}"
+        " | grep -m1 'Application startup complete' || true"
+    ).split()
+    started = float(out[0])
+    if started < since or len(out) < 2:
+        return None
+    return float(out[1]) - started
 
 
 def main():
@@ -39,20 +65,26 @@ def main():
         ("rollback (vLLM rejects an argument)",
          {**other, "vllm_extra_args": SETTINGS["vllm_extra_args"] + ["--no-such-flag"]}, False),
     ]  # fmt: skip
-    print(f"{'scenario':<44} {'play':>7} {'longest gap':>12} {'failed/requests':>16}  result  vLLM after")
+    print(f"{'scenario':<44} {'play':>6} {'result':<11} {'cluster':<8} {'longest gap':>11} {'failed/requests':>15} "
+          f"{'vLLM start':>10} {'gap - start':>11}  vLLM after")  # fmt: skip
     for n, (label, extra, should_pass) in enumerate(scenarios, 1):
-        started = time.monotonic()
-        with CompletionPoller() as poller:
+        began, started = time.time(), time.monotonic()
+        with ExitStack() as stack:
+            pollers = {c: stack.enter_context(CompletionPoller(url=url)) for c, url in CLUSTER_URLS.items()}
             rc, out = playbook("playbooks/upgrade.yml", "-e", json.dumps(extra))
         play = time.monotonic() - started
         (ROOT / ".cache" / f"bench-upgrade-{n}.log").write_text(out)
-        report = poller.report()
         if (rc == 0) != should_pass:
             print(out[-4000:])
             raise SystemExit(f"{label}: playbook exited {rc}, expected {'success' if should_pass else 'failure'}")
         result = "ok" if rc == 0 else "rolled back" if "ROLLED BACK" in out else "failed"
-        print(f"{label:<44} {play:>6.0f}s {report['longest_gap_s']:>11.1f}s "
-              f"{report['failed']:>7}/{report['requests']:<8}  {result:<7} {vllm_version()}", flush=True)  # fmt: skip
+        for cluster, poller in pollers.items():
+            report, took = poller.report(), vllm_start_s(cluster, began)
+            gap = report["longest_gap_s"]
+            start_cols = "%9.1fs %10.1fs" % (took, gap - took) if took else "%10s %11s" % ("-", "-")
+            print(f"{label:<44} {play:>5.0f}s {result:<11} {cluster:<8} {gap:>10.1f}s "
+                  f"{report['failed']:>6}/{report['requests']:<8} {start_cols}  {version(cluster)}",
+                  flush=True)  # fmt: skip
 
 
 if __name__ == "__main__":

