@@ -73,21 +73,31 @@ destroy_sandbox() {
   done
   molecule destroy -s default >/dev/null
 }
-# The gpu_preflight scenario (its own 3 hosts and network; minutes of Ansible, little of it waiting on
-# the sandbox) runs beside verify and the first stage, which leave CPU idle while they wait on Prometheus.
-gpu_preflight=""
-wait_gpu_preflight() {
-  [ -n "$gpu_preflight" ] || return 0
-  phase "molecule: gpu_preflight scenario (ran beside verify and the first stage)"
-  local pid=$gpu_preflight
-  gpu_preflight=""
-  if ! wait "$pid"; then cat .cache/gpu-preflight.log; exit 1; fi
-  grep -E '(passed|failed).* in [0-9.]+s' .cache/gpu-preflight.log | tail -n 1
+# The small scenarios (gpu_preflight: 3 hosts, firewall_ufw: 2, each on a network of its own; minutes of
+# Ansible, little of it waiting on the sandbox) run one after the other beside verify and the first stage,
+# which leave CPU idle while they wait on Prometheus. Logs: .cache/<scenario>.log.
+side_scenarios="gpu_preflight firewall_ufw"
+run_side_scenarios() {
+  local scenario
+  for scenario in $side_scenarios; do
+    molecule test -s "$scenario" >".cache/$scenario.log" 2>&1 || { echo "$scenario" >.cache/side-failed; return 1; }
+  done
+}
+side=""
+wait_side_scenarios() {
+  [ -n "$side" ] || return 0
+  phase "molecule: $side_scenarios scenarios (ran beside verify and the first stage)"
+  local pid=$side scenario
+  side=""
+  if ! wait "$pid"; then cat ".cache/$(cat .cache/side-failed).log"; exit 1; fi
+  for scenario in $side_scenarios; do
+    echo "$scenario: $(grep -E '(passed|failed).* in [0-9.]+s' ".cache/$scenario.log" | tail -n 1)"
+  done
 }
 cleanup() {
-  if [ -n "$gpu_preflight" ]; then
-    kill "$gpu_preflight" 2>/dev/null || true
-    molecule destroy -s gpu_preflight >/dev/null 2>&1 || true
+  if [ -n "$side" ]; then
+    kill "$side" 2>/dev/null || true
+    for scenario in $side_scenarios; do molecule destroy -s "$scenario" >/dev/null 2>&1 || true; done
   fi
   destroy_sandbox || true
 }
@@ -106,17 +116,18 @@ grep -A23 '^TASKS RECAP' .cache/converge-vvv.log || true
 phase "preflight integration tests (ran beside the converge)"
 if ! wait "$integration"; then cat .cache/integration.log; exit 1; fi
 tail -n 3 .cache/integration.log
-phase "sandbox fleet: verify (molecule test -s gpu_preflight beside it, log in .cache/gpu-preflight.log)"
-molecule test -s gpu_preflight >.cache/gpu-preflight.log 2>&1 &
-gpu_preflight=$!
+phase "sandbox fleet: verify (scenarios $side_scenarios beside it, logs in .cache/<scenario>.log)"
+rm -f .cache/side-failed
+run_side_scenarios &
+side=$!
 molecule verify -s default
 for stage in molecule/default/stages/test_*.py; do
   # The fault stage times recoveries: nothing else runs beside it.
-  case $stage in */test_1_*) ;; *) wait_gpu_preflight ;; esac
+  case $stage in */test_1_*) ;; *) wait_side_scenarios ;; esac
   phase "sandbox fleet: stage $(basename "$stage" .py)"
   pytest -p no:cacheprovider -v -s --durations=0 "$stage"
 done
-wait_gpu_preflight
+wait_side_scenarios
 phase "sandbox fleet: destroy"
 destroy_sandbox
 trap - EXIT

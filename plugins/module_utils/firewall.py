@@ -1,17 +1,23 @@
 # -*- coding: utf-8 -*-
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see LICENSE)
-"""The host firewall: an nftables rule set from a host's exposure in the fleet model.
+"""The host firewall: an nftables rule set (or ufw rules) from a host's exposure in the fleet model.
 
 Default deny on input, in a table of its own (``inet rayvllm_fleet``, replaced atomically on every
 load, other tables untouched). Accepted: replies, loopback, ICMP, the SSH port Ansible uses, every port
 from the members of the host's Ray cluster (Ray, torch.distributed, NCCL and vLLM open ports beyond the
-pinned ones), and each service's port from its sources. Plain Python; the unit tests render and check it.
+pinned ones), and each service's port from its sources. On a host that already runs ufw the same
+openings become ufw rules (``ufw_plan``) and ufw stays the only firewall. Plain Python; the unit tests
+render and check it.
 """
 
+import binascii
 import ipaddress
+import re
 
 TABLE = "rayvllm_fleet"
+UFW_COMMENT = "rayvllm: "  # every ufw rule this role writes carries it; rules without it are the operator's
+SSH_COMMENT = "SSH: Ansible's connection"
 
 
 def _network(value):
@@ -42,21 +48,6 @@ def _set(items):
     return items[0] if len(items) == 1 else "{ %s }" % ", ".join(str(i) for i in items)
 
 
-def _accept(lines, v4, v6, match, comment):
-    """Accept MATCH from the sources; 0.0.0.0/0 or ::/0 among them: from anywhere."""
-    match = (" " + match) if match else ""
-    comment = " comment " + _quote(comment)
-    if "0.0.0.0/0" in v4 and "::/0" in v6:
-        lines.append(("%s accept%s" % (match, comment)).lstrip())
-        return
-    if v4:
-        source = "meta nfproto ipv4" if "0.0.0.0/0" in v4 else "ip saddr %s" % _set(v4)
-        lines.append("%s%s accept%s" % (source, match, comment))
-    if v6:
-        source = "meta nfproto ipv6" if "::/0" in v6 else "ip6 saddr %s" % _set(v6)
-        lines.append("%s%s accept%s" % (source, match, comment))
-
-
 def _quote(text):
     return '"%s"' % str(text).replace('"', "'")[:120]
 
@@ -65,38 +56,51 @@ def _ports(ports):
     return _set([str(p) for p in sorted(set(ports), key=lambda p: int(str(p).split("-")[0]))])
 
 
-def ruleset(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.0/0", "::/0"), extra_rules=()):
-    """(nft rule set text, problems) for one host.
+def _accept(v4, v6, match, comment):
+    """nft lines that accept MATCH from the sources; 0.0.0.0/0 or ::/0 among them: from anywhere."""
+    match = (" " + match) if match else ""
+    comment = " comment " + _quote(comment)
+    if "0.0.0.0/0" in v4 and "::/0" in v6:
+        return [("%s accept%s" % (match, comment)).lstrip()]
+    lines = []
+    if v4:
+        source = "meta nfproto ipv4" if "0.0.0.0/0" in v4 else "ip saddr %s" % _set(v4)
+        lines.append("%s%s accept%s" % (source, match, comment))
+    if v6:
+        source = "meta nfproto ipv6" if "::/0" in v6 else "ip6 saddr %s" % _set(v6)
+        lines.append("%s%s accept%s" % (source, match, comment))
+    return lines
+
+
+def openings(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.0/0", "::/0"), extra_rules=()):
+    """(openings, problems) for one host, whatever writes them (nftables or ufw).
 
     exposure: the fleet model's firewall entry of the host ({"members", "services"}); admin_cidrs: networks
     that reach the admin services (dashboard, Prometheus, Grafana); ssh_ports/ssh_cidrs: Ansible's way in;
     extra_rules: [{"ports": [..], "sources": [..], "proto": "tcp"|"udp", "comment": str}].
+    Each opening: {"v4": [sources], "v6": [sources], "proto": "tcp"|"udp"|None, "ports": [..]|None,
+    "comment": str}; proto and ports None: every port (the cluster members). A service only the cluster
+    members reach has no opening of its own: {"v4": [], "v6": [], ...} (kept so the nft text can say so).
     """
-    problems = []
-    lines = [
-        "ct state established,related accept",
-        "ct state invalid drop",
-        'iif "lo" accept',
-        'meta l4proto { 1, 58 } accept comment "ICMP, ICMPv6: ping, path MTU, IPv6 neighbour discovery"',
-        'ip6 saddr fe80::/10 udp sport 547 udp dport 546 accept comment "DHCPv6 replies"',
-    ]
+    problems, result = [], []
+
+    def add(v4, v6, proto, ports, comment):
+        result.append({"v4": v4, "v6": v6, "proto": proto, "ports": ports, "comment": comment})
+
     ssh_v4, ssh_v6 = _sources(ssh_cidrs, "firewall_ssh_cidrs", problems)
     ports = [int(p) for p in ssh_ports if str(p).isdigit()]
-    if ports:
-        _accept(lines, ssh_v4, ssh_v6, "tcp dport %s" % _ports(ports), "SSH: Ansible's connection")
+    if ports and (ssh_v4 or ssh_v6):
+        add(ssh_v4, ssh_v6, "tcp", ports, SSH_COMMENT)
     members = exposure.get("members") or []
     m4, m6 = _sources(members, "cluster members of %s" % host, problems)
     if m4 or m6:
-        _accept(lines, m4, m6, "", "Ray cluster members: every port")
+        add(m4, m6, None, None, "Ray cluster members: every port")
     admin_v4, admin_v6 = _sources(admin_cidrs, "firewall_admin_cidrs", problems)
     for service in exposure.get("services") or []:
         v4, v6 = _sources(service.get("sources"), "sources of %s on %s" % (service["name"], host), problems)
         if service.get("admins"):
             v4, v6 = _sources(v4 + admin_v4 + v6 + admin_v6, "firewall_admin_cidrs", problems)
-        if not (v4 or v6):
-            lines.append("# %s (port %s): cluster members only" % (service["name"], _ports(service["ports"])))
-            continue
-        _accept(lines, v4, v6, "%s dport %s" % (service.get("proto", "tcp"), _ports(service["ports"])), service["name"])
+        add(v4, v6, service.get("proto", "tcp"), list(service["ports"]), service["name"])
     for index, rule in enumerate(extra_rules or []):
         label = "firewall_extra_rules[%d]" % index
         proto = rule.get("proto", "tcp") if isinstance(rule, dict) else None
@@ -108,7 +112,27 @@ def ruleset(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.0
             problems.append("%s: %s are not ports or port ranges (e.g. 9000 or 9000-9010)" % (label, bad))
             continue
         v4, v6 = _sources(rule.get("sources") or ["0.0.0.0/0", "::/0"], label, problems)
-        _accept(lines, v4, v6, "%s dport %s" % (proto, _ports(rule["ports"])), rule.get("comment") or label)
+        add(v4, v6, proto, list(rule["ports"]), rule.get("comment") or label)
+    return result, problems
+
+
+def ruleset(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.0/0", "::/0"), extra_rules=()):
+    """(nft rule set text, problems) for one host; the arguments are those of ``openings``."""
+    found, problems = openings(host, exposure, admin_cidrs, ssh_ports, ssh_cidrs, extra_rules)
+    lines = [
+        "ct state established,related accept",
+        "ct state invalid drop",
+        'iif "lo" accept',
+        'meta l4proto { 1, 58 } accept comment "ICMP, ICMPv6: ping, path MTU, IPv6 neighbour discovery"',
+        'ip6 saddr fe80::/10 udp sport 547 udp dport 546 accept comment "DHCPv6 replies"',
+    ]
+    for opening in found:
+        v4, v6, ports = opening["v4"], opening["v6"], opening["ports"]
+        if not (v4 or v6):
+            lines.append("# %s (port %s): cluster members only" % (opening["comment"], _ports(ports)))
+            continue
+        match = "%s dport %s" % (opening["proto"], _ports(ports)) if ports else ""
+        lines.extend(_accept(v4, v6, match, opening["comment"]))
     lines.append('counter drop comment "everything else"')
     text = (
         "#!/usr/sbin/nft -f\n"
@@ -124,3 +148,76 @@ def ruleset(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.0
         "}\n"
     ) % (host, TABLE, TABLE, TABLE, TABLE, "".join("\t\t%s\n" % line for line in lines))
     return text, problems
+
+
+def _ufw_comment(text):
+    # ufw stores the comment hex-encoded but prints it between single quotes: keep it plain.
+    return UFW_COMMENT + re.sub(r"[^A-Za-z0-9 :,./()\[\]_-]", "", str(text))[:100]
+
+
+def ufw_rules(found):
+    """community.general.ufw arguments of each rule for the openings: one rule per source and port, IPv4
+    and IPv6 apart (so each matches one line of ufw's user rules files)."""
+    rules = []
+    for opening in found:
+        for source in opening["v4"] + opening["v6"]:
+            for port in opening["ports"] or [None]:
+                rule = {"rule": "allow", "direction": "in", "from_ip": source, "proto": opening["proto"] or "any"}
+                if port is not None:
+                    rule["to_port"] = str(port).replace("-", ":")
+                rule["comment"] = _ufw_comment(opening["comment"])
+                rules.append(rule)
+    return rules
+
+
+def _key(rule, comment=True):
+    key = (rule["proto"], rule.get("to_port", "any"), rule["from_ip"])
+    return key + (rule["comment"],) if comment else key
+
+
+def _ufw_user_rules(user_rules):
+    """Every incoming allow rule of the text of /etc/ufw/user.rules and user6.rules (their ``### tuple ###``
+    lines: action proto dport dst sport src direction [comment=hex]), as community.general.ufw arguments."""
+    found = []
+    for line in user_rules.splitlines():
+        if not line.startswith("### tuple ### "):
+            continue
+        fields = line[len("### tuple ### ") :].split()
+        comment = ""
+        if fields and fields[-1].startswith("comment="):
+            try:
+                comment = binascii.unhexlify(fields.pop()[len("comment=") :]).decode("utf-8", "replace")
+            except (binascii.Error, ValueError):
+                continue
+        if len(fields) != 7 or fields[0] != "allow" or fields[6] != "in" or fields[4] != "any":
+            continue  # application profiles, interfaces, other actions: never ours
+        if fields[3] not in ("0.0.0.0/0", "::/0"):
+            continue  # to one address of the host only: narrower than ours
+        rule = {"rule": "allow", "direction": "in", "from_ip": fields[5], "proto": fields[1]}
+        if fields[2] != "any":
+            rule["to_port"] = fields[2]
+        rule["comment"] = comment
+        found.append(rule)
+    return found
+
+
+def ufw_added(user_rules):
+    """The rules this role wrote before (their comment starts with UFW_COMMENT), from ufw's user rules."""
+    return [rule for rule in _ufw_user_rules(user_rules) if rule["comment"].startswith(UFW_COMMENT)]
+
+
+def ufw_plan(found, user_rules):
+    """{"rules": what this role should have on the host, "stale": rules it wrote before that are no longer
+    wanted, "disabled": what to remove when the firewall is left to the operator - every rule of ours but
+    the SSH ones, since ufw stays on with its deny policy and would shut the controller out (the last two
+    as community.general.ufw arguments with delete: true)}. Rules without our comment are the
+    operator's: never removed, and an opening the operator already allows is not added again (ufw would
+    only relabel their rule as ours, and a later removal of ours would take theirs, SSH included)."""
+    theirs = {_key(rule, False) for rule in _ufw_user_rules(user_rules) if not rule["comment"].startswith(UFW_COMMENT)}
+    rules = [rule for rule in ufw_rules(found) if _key(rule, False) not in theirs]
+    wanted = {_key(rule) for rule in rules}
+    added = ufw_added(user_rules)
+    stale = [dict(rule, delete=True) for rule in added if _key(rule) not in wanted]
+    ssh = _ufw_comment(SSH_COMMENT)
+    disabled = [dict(rule, delete=True) for rule in added if rule["comment"] != ssh]
+    return {"rules": rules, "stale": stale, "disabled": disabled}

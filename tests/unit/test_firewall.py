@@ -5,7 +5,13 @@ import subprocess
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import ruleset
+from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import (
+    openings,
+    ruleset,
+    ufw_added,
+    ufw_plan,
+    ufw_rules,
+)
 from test_fleet_model import build, host
 
 HEAD_EXPOSURE = {
@@ -120,3 +126,103 @@ def test_nft_accepts_the_rule_set(tmp_path):
     if proc.returncode and "Operation not permitted" in proc.stderr:
         pytest.skip("nft -c needs CAP_NET_ADMIN")
     assert proc.returncode == 0, proc.stderr
+
+
+# ufw: the same openings as ufw rules, on a host that already runs ufw.
+def hexed(text):
+    return text.encode().hex()
+
+
+USER_RULES = "\n".join(
+    [
+        "*filter",
+        "### tuple ### allow tcp 22 0.0.0.0/0 any 0.0.0.0/0 in comment=%s" % hexed("operator: ssh"),
+        "### tuple ### allow tcp 5555 0.0.0.0/0 any 0.0.0.0/0 in",
+        "### tuple ### allow any any 0.0.0.0/0 any 10.77.0.11 in comment=%s" % hexed("rayvllm: Ray cluster members"),
+        "### tuple ### allow tcp 9100 0.0.0.0/0 any 10.77.0.10 in comment=%s" % hexed("rayvllm: node exporter"),
+        "### tuple ### allow tcp 22 ::/0 any ::/0 in comment=%s" % hexed("operator: ssh"),
+        "### tuple ### allow tcp 22 0.0.0.0/0 any 0.0.0.0/0 OpenSSH - in",
+        "### tuple ### deny tcp 8000 0.0.0.0/0 any 0.0.0.0/0 in comment=%s" % hexed("rayvllm: not ours, a deny"),
+        "-A ufw-user-input -p tcp --dport 22 -j ACCEPT",
+    ]
+)
+
+
+def test_ufw_rules_one_per_source_and_port_each_with_our_comment():
+    found, problems = openings(
+        "ray-head", HEAD_EXPOSURE, ssh_cidrs=["10.0.0.0/8"], extra_rules=[{"ports": ["9000-9010"]}]
+    )
+    assert problems == []
+    rules = ufw_rules(found)
+    assert rules[0] == {
+        "rule": "allow",
+        "direction": "in",
+        "from_ip": "10.0.0.0/8",
+        "proto": "tcp",
+        "to_port": "22",
+        "comment": "rayvllm: SSH: Ansibles connection",
+    }
+    members = [r for r in rules if r["comment"] == "rayvllm: Ray cluster members: every port"]
+    assert [(r["from_ip"], r["proto"], "to_port" in r) for r in members] == [
+        ("10.77.0.11", "any", False),
+        ("10.77.0.12", "any", False),
+    ]
+    # Ray head metrics: two ports from one source are two rules; an extra rule from anywhere: IPv4 and IPv6.
+    assert [r["to_port"] for r in rules if r["comment"] == "rayvllm: Ray head metrics"] == ["44227", "44217"]
+    assert [(r["from_ip"], r["to_port"]) for r in rules if r["comment"] == "rayvllm: firewall_extra_rules[0]"] == [
+        ("0.0.0.0/0", "9000:9010"),
+        ("::/0", "9000:9010"),
+    ]
+    # The dashboard only the members reach has no rule of its own.
+    assert not [r for r in rules if "dashboard" in r["comment"]]
+
+
+def test_ufw_rules_we_wrote_before_are_read_back_from_the_tuples():
+    assert ufw_added(USER_RULES) == [
+        {
+            "rule": "allow",
+            "direction": "in",
+            "from_ip": "10.77.0.11",
+            "proto": "any",
+            "comment": "rayvllm: Ray cluster members",
+        },
+        {
+            "rule": "allow",
+            "direction": "in",
+            "from_ip": "10.77.0.10",
+            "proto": "tcp",
+            "to_port": "9100",
+            "comment": "rayvllm: node exporter",
+        },
+    ]
+
+
+def test_ufw_plan_removes_only_our_stale_rules_and_never_readds_what_the_operator_allows():
+    found, _ = openings("ray-head", {"members": ["10.77.0.11"]})
+    plan = ufw_plan(found, USER_RULES)
+    # SSH from anywhere on 22/tcp: the operator's own rule already allows it (adding ours would relabel
+    # theirs, and removing ours later would remove their SSH).
+    assert [r for r in plan["rules"] if r.get("to_port") == "22"] == []
+    assert [r["from_ip"] for r in plan["rules"]] == ["10.77.0.11"]
+    # The comment changed: the old rule goes, the new one comes; node exporter's rule is no longer wanted.
+    assert [(r["from_ip"], r["comment"], r["delete"]) for r in plan["stale"]] == [
+        ("10.77.0.11", "rayvllm: Ray cluster members", True),
+        ("10.77.0.10", "rayvllm: node exporter", True),
+    ]
+
+
+def test_ufw_without_rules_of_ours_nothing_to_remove():
+    found, _ = openings("ray-head", HEAD_EXPOSURE)
+    plan = ufw_plan(found, "")
+    assert plan["stale"] == [] and plan["rules"] == ufw_rules(found)
+
+
+def test_ufw_left_to_the_operator_removes_ours_but_the_ssh_rules_that_keep_the_controller_in():
+    ssh = "### tuple ### allow tcp 22 0.0.0.0/0 any 192.0.2.7 in comment=%s" % hexed(
+        "rayvllm: SSH: Ansibles connection"
+    )
+    plan = ufw_plan([], USER_RULES + "\n" + ssh)
+    assert [r["comment"] for r in plan["disabled"]] == ["rayvllm: Ray cluster members", "rayvllm: node exporter"]
+    assert all(r["delete"] for r in plan["disabled"])
+    # While enabled, an SSH rule of ours no longer wanted goes like any other.
+    assert "rayvllm: SSH: Ansibles connection" in [r["comment"] for r in plan["stale"]]

@@ -2,12 +2,13 @@
 the versions they converged at (inventories/sandbox/group_vars) to the ones in molecule/default/vars/upgrade.yml
 with playbooks/upgrade.yml, under a client load through the router; a failing vLLM-only change rolled back
 without restarting Ray and kept out of rotation while cluster b serves; a re-run that changes nothing and puts
-it back; (slow) a failing new version rolled back at Ray level. The last stage: it leaves the fleet on the new
-versions (destroyed after it)."""
+it back; token auth still refusing on the new Ray (issue 12); (slow) a failing new version rolled back at Ray
+level. The last stage: it leaves the fleet on the new versions (destroyed after it)."""
 
 import json
 import os
 import re
+import urllib.error
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ import yaml
 
 from sandbox import (
     CLUSTER_URLS,
+    HEAD_IP,
     NODE_IPS,
     ROOT,
     ROUTER_URL,
@@ -27,6 +29,7 @@ from sandbox import (
     bearer_request,
     complete,
     playbook,
+    ray_api,
     rotation,
     task_started,
     unit_started,
@@ -163,6 +166,25 @@ def test_a_second_upgrade_run_changes_nothing_restarts_nothing_and_puts_the_clus
     # Its gate passed on cluster default: back into rotation, the hold gone.
     assert wait_for(lambda: sorted(rotation()) == sorted(CLUSTER_URLS.values()), timeout=60)
     assert not node("ray-head").file(HOLD).exists
+
+
+def test_the_upgraded_ray_still_refuses_requests_and_clients_without_the_token():
+    """Token auth survives the upgrade (verify's security tests ran on the converge version): on the new Ray,
+    the ShadowRay job submission without a token or with a wrong one is refused, and so is a Ray client
+    without the token (from a member host, which the firewall lets through)."""
+    assert node("ray-head").check_output("readlink /opt/ray/current").endswith("/" + TO["ray_version"])
+    for token in (False, "x" * 64):
+        with pytest.raises(urllib.error.HTTPError) as err:
+            ray_api("/api/jobs/", token=token, data={"entrypoint": "id; hostname"})
+        assert err.value.code in (401, 403), token
+    script = "import ray; ray.init(address='%s:%s', log_to_driver=False); print('CONNECTED')" % (
+        HEAD_IP,
+        SETTINGS["ray_gcs_port"],
+    )
+    python = f"{SETTINGS['ray_install_root']}/current/bin/python"
+    result = node("ray-worker-1").run(f'cd /tmp && timeout 120 env HOME=/nonexistent {python} -c "{script}"')
+    assert "CONNECTED" not in result.stdout and result.rc != 0, result.stderr[-2000:]
+    assert "Failed to connect to Ray cluster" in result.stderr, result.stderr[-2000:]
 
 
 # Two Ray restarts and three vLLM starts (about 4 minutes): CI keeps under its 60 minutes with the vLLM-level

@@ -1,36 +1,20 @@
 """Preflight on a (stand-in) 8x H100 fleet: one broken host stops site.yml, named, before any change."""
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from scenario_helpers import host_of, playbook  # noqa: E402
+
 HOSTS = ("gpu-head", "gpu-worker-1", "gpu-worker-2")
 FIXTURES = "/usr/local/share/fake-nvidia-smi"
 testinfra_hosts = ["ansible://ray_head"]  # the tests drive the whole fleet from the controller
 
 
-def host_of(name):
-    import testinfra
-
-    return testinfra.get_host("docker://" + name)
-
-
 def site(*extra):
-    inventory = os.environ["MOLECULE_INVENTORY_FILE"]
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
-    proc = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", inventory, str(ROOT / "site.yml"), *extra],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    return proc.returncode, proc.stdout + proc.stderr
+    return playbook("site.yml", *extra)
 
 
 def nothing_installed():
