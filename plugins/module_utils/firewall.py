@@ -161,7 +161,7 @@ def ufw_rules(found):
     rules = []
     for opening in found:
         for source in opening["v4"] + opening["v6"]:
-            for port in opening["ports"] or [None]:
+            for port in list(dict.fromkeys(opening["ports"] or [None])):
                 rule = {"rule": "allow", "direction": "in", "from_ip": source, "proto": opening["proto"] or "any"}
                 if port is not None:
                     rule["to_port"] = str(port).replace("-", ":")

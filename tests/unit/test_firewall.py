@@ -226,3 +226,8 @@ def test_ufw_left_to_the_operator_removes_ours_but_the_ssh_rules_that_keep_the_c
     assert all(r["delete"] for r in plan["disabled"])
     # While enabled, an SSH rule of ours no longer wanted goes like any other.
     assert "rayvllm: SSH: Ansibles connection" in [r["comment"] for r in plan["stale"]]
+
+
+def test_ufw_one_rule_when_the_ssh_port_and_ansibles_own_port_are_the_same():
+    found, _ = openings("ray-head", {}, ssh_ports=[22, 22], ssh_cidrs=["192.0.2.7"])
+    assert [(r["from_ip"], r["to_port"]) for r in ufw_rules(found)] == [("192.0.2.7", "22")]
