@@ -16,11 +16,13 @@ def host_of(name):
     return testinfra.get_host("docker://" + name)
 
 
-def playbook(path, *extra):
-    """ansible-playbook PATH (relative to the repository) on the scenario's hosts: (exit status, output)."""
+def playbook(path, *extra, inventory=None):
+    """ansible-playbook PATH (relative to the repository) on the scenario's hosts (or those of another
+    inventory): (exit status, output)."""
+    inventory = inventory or os.environ["MOLECULE_INVENTORY_FILE"]
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
     proc = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", os.environ["MOLECULE_INVENTORY_FILE"],
+        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory),
          str(ROOT / path), *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip

@@ -170,9 +170,9 @@ def ufw_rules(found):
     return rules
 
 
-def _key(rule, comment=True):
-    key = (rule["proto"], rule.get("to_port", "any"), rule["from_ip"])
-    return key + (rule["comment"],) if comment else key
+def _key(rule):
+    """What ufw tells rules apart by (the comment is not part of it)."""
+    return (rule["proto"], rule.get("to_port", "any"), rule["from_ip"])
 
 
 def _ufw_user_rules(user_rules):
@@ -207,14 +207,17 @@ def ufw_added(user_rules):
 
 
 def ufw_plan(found, user_rules):
-    """{"rules": what this role should have on the host, "stale": rules it wrote before that are no longer
-    wanted, "disabled": what to remove when the firewall is left to the operator - every rule of ours but
-    the SSH ones, since ufw stays on with its deny policy and would shut the controller out (the last two
-    as community.general.ufw arguments with delete: true)}. Rules without our comment are the
-    operator's: never removed, and an opening the operator already allows is not added again (ufw would
-    only relabel their rule as ours, and a later removal of ours would take theirs, SSH included)."""
-    theirs = {_key(rule, False) for rule in _ufw_user_rules(user_rules) if not rule["comment"].startswith(UFW_COMMENT)}
-    rules = [rule for rule in ufw_rules(found) if _key(rule, False) not in theirs]
+    """{"rules": what this role should have on the host (to add first), "stale": rules it wrote before that
+    are no longer wanted (to remove after), "disabled": what to remove when the firewall is left to the
+    operator - every rule of ours but the SSH ones, since ufw stays on with its deny policy and would shut
+    the controller out (the last two as community.general.ufw arguments with delete: true)}. Rules without
+    our comment are the operator's: never removed, and an opening the operator already allows is not added
+    again (ufw would only relabel their rule as ours, and a later removal of ours would take theirs, SSH
+    included)."""
+    theirs = {_key(rule) for rule in _ufw_user_rules(user_rules) if not rule["comment"].startswith(UFW_COMMENT)}
+    rules = [rule for rule in ufw_rules(found) if _key(rule) not in theirs]
+    # A rule of ours whose comment changed is relabelled by adding it again, not removed: the role adds the
+    # wanted rules first and removes the stale ones after, so SSH is never without a rule in between.
     wanted = {_key(rule) for rule in rules}
     added = ufw_added(user_rules)
     stale = [dict(rule, delete=True) for rule in added if _key(rule) not in wanted]

@@ -204,9 +204,10 @@ def test_ufw_plan_removes_only_our_stale_rules_and_never_readds_what_the_operato
     # theirs, and removing ours later would remove their SSH).
     assert [r for r in plan["rules"] if r.get("to_port") == "22"] == []
     assert [r["from_ip"] for r in plan["rules"]] == ["10.77.0.11"]
-    # The comment changed: the old rule goes, the new one comes; node exporter's rule is no longer wanted.
+    # The members' comment changed: adding the rule again relabels it (removing it after would take it);
+    # node exporter's rule is no longer wanted.
+    assert plan["rules"][0]["comment"] == "rayvllm: Ray cluster members: every port"
     assert [(r["from_ip"], r["comment"], r["delete"]) for r in plan["stale"]] == [
-        ("10.77.0.11", "rayvllm: Ray cluster members", True),
         ("10.77.0.10", "rayvllm: node exporter", True),
     ]
 

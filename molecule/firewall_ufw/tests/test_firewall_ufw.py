@@ -1,8 +1,10 @@
 """The host firewall on hosts that already run ufw: the openings become ufw rules of ours (comment
-"rayvllm: ..."), the operator's rules stay, ours go when no longer wanted; nothing of nftables beside it."""
+"rayvllm: ..."), the operator's rules stay, ours go when no longer wanted; nothing of nftables beside it;
+Ansible's own SSH connection stays open whatever the settings say."""
 
 import json
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -110,3 +112,69 @@ def test_left_to_the_operator_only_our_rules_go(restored):
         assert ours(name) == [], rules(name)
         assert rules(name) == OPERATORS
         assert "Status: active" in host_of(name).check_output("ufw status")
+
+
+def test_ansibles_own_ssh_connection_stays_open_when_the_ssh_settings_leave_it_out(tmp_path):
+    """ufw-worker reached over SSH (as real hosts are) with SSH open only by a rule of ours (the operator's gone):
+    narrowing firewall_ssh_cidrs to a network the controller is not in removes that rule, but the role reads
+    the connection's address and port and keeps them open, added before the old rule goes."""
+    worker = host_of(WORKER)
+    key = tmp_path / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    worker.run_expect(
+        [0],
+        "install -d -m 700 /root/.ssh && echo '%s' > /root/.ssh/authorized_keys"
+        % key.with_suffix(".pub").read_text().strip(),
+    )
+    ssh_args = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o ConnectTimeout=5"
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(
+        json.dumps(
+            {
+                "all": {
+                    "vars": {"ray_version": "2.60.0", "vllm_version": "0.32.0"},
+                    "children": {
+                        "ray_head": {"hosts": {HEAD: {"ansible_connection": "community.docker.docker"}}},
+                        "ray_workers": {
+                            "hosts": {
+                                WORKER: {
+                                    "ansible_connection": "ssh",
+                                    "ansible_host": WORKER_IP,
+                                    "ansible_user": "root",
+                                    "ansible_ssh_private_key_file": str(key),
+                                    "ansible_ssh_common_args": ssh_args,
+                                }
+                            }
+                        },
+                    },
+                }
+            }
+        )
+    )
+
+    def ssh_works():
+        command = ["ssh", *ssh_args.split(), "-i", str(key), "root@" + WORKER_IP, "true"]
+        return subprocess.run(command, capture_output=True, timeout=30).returncode == 0
+
+    worker.run_expect([0], "ufw delete allow 22/tcp")
+    try:
+        # SSH open by our rules only (from anywhere, the default firewall_ssh_cidrs), written over docker exec.
+        rc, out = firewall()
+        assert rc == 0, out
+        assert "ufw allow 22/tcp comment 'rayvllm: SSH: Ansibles connection'" in rules(WORKER), rules(WORKER)
+        assert ssh_works()
+        rc, out = playbook("playbooks/firewall.yml", "-e", json.dumps({"firewall_ssh_cidrs": ["192.0.2.0/24"]}),
+                           inventory=inventory)  # fmt: skip
+        assert rc == 0, out
+        ssh_rules = [rule for rule in ours(WORKER) if "SSH" in rule]
+        assert sorted(ssh_rules) == [
+            "ufw allow from 10.79.0.1 to any port 22 proto tcp comment 'rayvllm: SSH: Ansibles connection'",
+            "ufw allow from 192.0.2.0/24 to any port 22 proto tcp comment 'rayvllm: SSH: Ansibles connection'",
+        ], rules(WORKER)
+        assert ssh_works(), "a new SSH connection from the controller was refused"
+    finally:
+        worker.run_expect([0], "ufw allow 22/tcp comment 'operator: ssh'")
+    # Back to the scenario's settings: the operator's rule covers SSH again, so ours go.
+    rc, out = firewall()
+    assert rc == 0, out
+    assert not [rule for rule in ours(WORKER) if "SSH" in rule], rules(WORKER)
