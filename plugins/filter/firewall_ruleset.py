@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """The host firewall's nftables rule set and ufw rules (see module_utils/firewall.py)."""
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import openings, ruleset, ufw_plan
+from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import nft_text, openings, ufw_plan
 
 
 def firewall_ruleset(
@@ -15,9 +15,8 @@ def firewall_ruleset(
     extra_rules=(),
     ufw_user_rules="",
 ):
-    args = (host, exposure or {}, admin_cidrs, ssh_ports, ssh_cidrs, extra_rules)
-    text, problems = ruleset(*args)
-    return {"text": text, "ufw": ufw_plan(openings(*args)[0], ufw_user_rules or ""), "problems": problems}
+    found, problems = openings(host, exposure or {}, admin_cidrs, ssh_ports, ssh_cidrs, extra_rules)
+    return {"text": nft_text(host, found), "ufw": ufw_plan(found, ufw_user_rules or ""), "problems": problems}
 
 
 class FilterModule:

@@ -119,6 +119,11 @@ def openings(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.
 def ruleset(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.0/0", "::/0"), extra_rules=()):
     """(nft rule set text, problems) for one host; the arguments are those of ``openings``."""
     found, problems = openings(host, exposure, admin_cidrs, ssh_ports, ssh_cidrs, extra_rules)
+    return nft_text(host, found), problems
+
+
+def nft_text(host, found):
+    """The nft rule set of one host from its openings."""
     lines = [
         "ct state established,related accept",
         "ct state invalid drop",
@@ -147,7 +152,7 @@ def ruleset(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.0
         "\t}\n"
         "}\n"
     ) % (host, TABLE, TABLE, TABLE, TABLE, "".join("\t\t%s\n" % line for line in lines))
-    return text, problems
+    return text
 
 
 def _ufw_comment(text):
