@@ -20,28 +20,22 @@ import testinfra
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "molecule/default"))
-from sandbox import CLUSTER_URLS, ROOT, SETTINGS, CompletionPoller, bearer_request, playbook  # noqa: E402
+from sandbox import CLUSTER_HEADS, CLUSTER_URLS, ROOT, SETTINGS, CompletionPoller, playbook, vllm_version  # noqa: E402
 
 PAIRS = [{key: SETTINGS[key] for key in ("ray_version", "vllm_version")},
          yaml.safe_load((ROOT / "molecule/default/vars/upgrade.yml").read_text())]  # fmt: skip
-HEADS = {"default": "ray-head", "b": "ray-b-head"}  # where each cluster's vLLM server runs
-
-
-def version(cluster):
-    """The version cluster's vLLM server reports (GET /version, open like /health)."""
-    return bearer_request(CLUSTER_URLS[cluster] + "/version", None)["version"]
 
 
 def running():
     head = testinfra.get_host("docker://ray-head")
     ray = Path(head.check_output("readlink /opt/ray/current")).name
-    return {"ray_version": ray, "vllm_version": version("default")}
+    return {"ray_version": ray, "vllm_version": vllm_version()}
 
 
 def vllm_start_s(cluster, since):
     """Seconds the cluster's last vLLM start took, if it started after ``since`` (epoch): from the unit's
     start to uvicorn's "Application startup complete" in the journal; None if it did not start again."""
-    host = testinfra.get_host("docker://" + HEADS[cluster])
+    host = testinfra.get_host("docker://" + CLUSTER_HEADS[cluster])
     out = host.check_output(
         'started=$(date -d "$(systemctl show -p ExecMainStartTimestamp --value vllm)" +%s.%N); '
         "echo $started; journalctl -u vllm -o short-unix --since @${started%.*}"
@@ -83,7 +77,7 @@ def main():
             gap = report["longest_gap_s"]
             start_cols = "%9.1fs %10.1fs" % (took, gap - took) if took else "%10s %11s" % ("-", "-")
             print(f"{label:<44} {play:>5.0f}s {result:<11} {cluster:<8} {gap:>10.1f}s "
-                  f"{report['failed']:>6}/{report['requests']:<8} {start_cols}  {version(cluster)}",
+                  f"{report['failed']:>6}/{report['requests']:<8} {start_cols}  {vllm_version(cluster)}",
                   flush=True)  # fmt: skip
 
 

@@ -114,6 +114,7 @@ VLLM_URL = f"http://{HEAD_IP}:{SETTINGS.get('vllm_port', 8000)}"
 # vllm-router on ray-head in front of both clusters (default: ray-head, b: ray-b-head).
 ROUTER_URL = f"http://{HEAD_IP}:30000"
 CLUSTER_URLS = {"default": VLLM_URL, "b": "http://10.77.0.13:8000"}
+CLUSTER_HEADS = {"default": "ray-head", "b": "ray-b-head"}  # where each cluster's vLLM server runs
 
 
 def one_cluster_inventory():
@@ -178,9 +179,9 @@ def complete(prompt="Hi", max_tokens=2, timeout=30, url=None):
     return answer["usage"]["completion_tokens"]
 
 
-def vllm_version():
-    """The version the running vLLM server reports (GET /version, open like /health)."""
-    return bearer_request(VLLM_URL + "/version", None)["version"]
+def vllm_version(cluster="default"):
+    """The version a cluster's running vLLM server reports (GET /version, open like /health)."""
+    return bearer_request(CLUSTER_URLS[cluster] + "/version", None)["version"]
 
 
 def unit_started(host, unit):

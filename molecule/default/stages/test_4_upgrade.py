@@ -16,6 +16,7 @@ import testinfra
 import yaml
 
 from sandbox import (
+    CLUSTER_HEADS,
     CLUSTER_URLS,
     HEAD_IP,
     NODE_IPS,
@@ -26,7 +27,6 @@ from sandbox import (
     CompletionPoller,
     RotationWatcher,
     alive_nodes,
-    bearer_request,
     complete,
     playbook,
     ray_api,
@@ -43,7 +43,6 @@ FROM = {key: SETTINGS[key] for key in TO}
 RAY_UNITS = {"ray-head": "ray-head", "ray-worker-1": "ray-worker", "ray-worker-2": "ray-worker"}
 RAY_UNITS["ray-b-head"] = "ray-head"
 ALL_NODES = [*NODE_IPS, "ray-b-head"]
-HEADS = {"default": "ray-head", "b": "ray-b-head"}
 HOLD = "/var/lib/vllm-router/holds/tiny-llama@default.json"
 VLLM_TO = f"{TO['vllm_version']}-ray{TO['ray_version']}"
 VLLM_FROM = f"{FROM['vllm_version']}-ray{FROM['ray_version']}"
@@ -83,10 +82,6 @@ def recap(out):
     return {host: (int(changed), int(failed)) for host, changed, failed in RECAP.findall(out)}
 
 
-def served_version(cluster):
-    return bearer_request(CLUSTER_URLS[cluster] + "/version", None)["version"]
-
-
 def test_upgrade_rolls_out_one_cluster_at_a_time_behind_the_router_with_no_failed_request():
     assert set(links().values()) == {(FROM["ray_version"], VLLM_FROM)}
     assert sorted(rotation()) == sorted(CLUSTER_URLS.values())
@@ -101,7 +96,7 @@ def test_upgrade_rolls_out_one_cluster_at_a_time_behind_the_router_with_no_faile
     assert f"Ray {FROM['ray_version']} -> {TO['ray_version']} on ray-head, ray-worker-1, ray-worker-2" in out
     # Each cluster was out of rotation when its vLLM stopped, one cluster at a time, and is back in.
     spans = {}
-    for cluster, head in HEADS.items():
+    for cluster, head in CLUSTER_HEADS.items():
         stop = task_started(out, f"Upgrade | stop vLLM on {head}")
         assert stop, cluster
         spans[cluster] = [s for s in watcher.out_of_rotation(CLUSTER_URLS[cluster]) if s[0] - 1 <= stop <= s[1]]
@@ -117,7 +112,7 @@ def test_upgrade_rolls_out_one_cluster_at_a_time_behind_the_router_with_no_faile
             name, "/opt/vllm"
         )
     assert len(alive_nodes()) == 3
-    assert vllm_version() == served_version("b") == TO["vllm_version"]
+    assert vllm_version() == vllm_version("b") == TO["vllm_version"]
     assert complete() >= 1 and complete(url=CLUSTER_URLS["b"]) >= 1
     # Pruning keeps the current and the previous venv of each (ray_venvs_keep = vllm_venvs_keep = 0).
     for name in ALL_NODES:
@@ -155,14 +150,14 @@ def test_a_vllm_only_change_that_fails_is_rolled_back_and_kept_out_of_rotation_w
 
 def test_a_second_upgrade_run_changes_nothing_restarts_nothing_and_puts_the_cluster_back():
     ray_before = ray_started()
-    vllm_before = {head: unit_started(head, "vllm") for head in HEADS.values()}
+    vllm_before = {head: unit_started(head, "vllm") for head in CLUSTER_HEADS.values()}
     rc, out = playbook("playbooks/upgrade.yml", "-e", f"@{UPGRADE_VARS}")
     keep("rerun", out)
     assert rc == 0, out[-6000:]
     assert recap(out) and all(changed == 0 for changed, _ in recap(out).values()), recap(out)
     assert "every node runs what was staged; nothing to switch" in out
     assert ray_started() == ray_before
-    assert {head: unit_started(head, "vllm") for head in HEADS.values()} == vllm_before
+    assert {head: unit_started(head, "vllm") for head in CLUSTER_HEADS.values()} == vllm_before
     # Its gate passed on cluster default: back into rotation, the hold gone.
     assert wait_for(lambda: sorted(rotation()) == sorted(CLUSTER_URLS.values()), timeout=60)
     assert not node("ray-head").file(HOLD).exists
