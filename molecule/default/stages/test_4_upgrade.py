@@ -18,7 +18,6 @@ import yaml
 from sandbox import (
     CLUSTER_HEADS,
     CLUSTER_URLS,
-    HEAD_IP,
     NODE_IPS,
     ROOT,
     ROUTER_URL,
@@ -30,6 +29,7 @@ from sandbox import (
     complete,
     playbook,
     ray_api,
+    ray_client,
     rotation,
     task_started,
     unit_started,
@@ -172,12 +172,7 @@ def test_the_upgraded_ray_still_refuses_requests_and_clients_without_the_token()
         with pytest.raises(urllib.error.HTTPError) as err:
             ray_api("/api/jobs/", token=token, data={"entrypoint": "id; hostname"})
         assert err.value.code in (401, 403), token
-    script = "import ray; ray.init(address='%s:%s', log_to_driver=False); print('CONNECTED')" % (
-        HEAD_IP,
-        SETTINGS["ray_gcs_port"],
-    )
-    python = f"{SETTINGS['ray_install_root']}/current/bin/python"
-    result = node("ray-worker-1").run(f'cd /tmp && timeout 120 env HOME=/nonexistent {python} -c "{script}"')
+    result = ray_client()
     assert "CONNECTED" not in result.stdout and result.rc != 0, result.stderr[-2000:]
     assert "Failed to connect to Ray cluster" in result.stderr, result.stderr[-2000:]
 

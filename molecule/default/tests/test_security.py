@@ -11,7 +11,18 @@ from pathlib import Path
 
 import pytest
 import testinfra
-from conftest import HEAD_IP, NODE_IPS, PROMETHEUS, SETTINGS, VLLM_URL, ray_api, ray_token, vllm_api_key, wait_for
+from conftest import (
+    HEAD_IP,
+    NODE_IPS,
+    PROMETHEUS,
+    SETTINGS,
+    VLLM_URL,
+    ray_api,
+    ray_client,
+    ray_token,
+    vllm_api_key,
+    wait_for,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 HOSTS = list(NODE_IPS)
@@ -76,12 +87,7 @@ def test_the_same_submission_with_the_token_runs_as_the_service_account():
 )
 def test_a_ray_client_without_the_token_cannot_connect(label, env, refusal):
     """ray.init() against the head's GCS from a member host (the firewall lets it through): only the token decides."""
-    script = "import ray; ray.init(address='%s:%s', log_to_driver=False); print('CONNECTED')" % (
-        HEAD_IP,
-        SETTINGS["ray_gcs_port"],
-    )
-    python = f"{SETTINGS['ray_install_root']}/current/bin/python"
-    result = node("ray-worker-1").run(f'cd /tmp && timeout 120 env {env} {python} -c "{script}"')
+    result = ray_client(env)
     assert "CONNECTED" not in result.stdout, f"{label}: connected without the cluster's token"
     assert refusal in result.stderr, result.stderr[-2000:]
 
