@@ -73,10 +73,10 @@ destroy_sandbox() {
   done
   molecule destroy -s default >/dev/null
 }
-# The small scenarios (gpu_preflight: 3 hosts, firewall_ufw: 2, each on a network of its own; minutes of
+# The small scenarios (gpu_preflight: 3 hosts, firewall_ufw and firewall_firewalld: 2 each, each on a network of its own; minutes of
 # Ansible, little of it waiting on the sandbox) run one after the other beside verify and the first stage,
 # which leave CPU idle while they wait on Prometheus. Logs: .cache/<scenario>.log.
-side_scenarios="gpu_preflight firewall_ufw"
+side_scenarios="gpu_preflight firewall_ufw firewall_firewalld"
 run_side_scenarios() {
   local scenario
   for scenario in $side_scenarios; do

@@ -1,9 +1,16 @@
 # -*- coding: utf-8 -*-
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see LICENSE)
-"""The host firewall's nftables rule set and ufw rules (see module_utils/firewall.py)."""
+"""The host firewall's nftables rule set, ufw rules and firewalld policy (see module_utils/firewall.py)."""
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import nft_text, openings, ufw_plan
+from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import (
+    SSH_COMMENT,
+    firewalld_state,
+    firewalld_xml,
+    nft_text,
+    openings,
+    ufw_plan,
+)
 
 
 def firewall_ruleset(
@@ -14,9 +21,21 @@ def firewall_ruleset(
     ssh_cidrs=("0.0.0.0/0", "::/0"),
     extra_rules=(),
     ufw_user_rules="",
+    firewalld_probe="",
 ):
     found, problems = openings(host, exposure or {}, admin_cidrs, ssh_ports, ssh_cidrs, extra_rules)
-    return {"text": nft_text(host, found), "ufw": ufw_plan(found, ufw_user_rules or ""), "problems": problems}
+    # ssh: the policy when the firewall is left to the operator (the SSH openings only, which may be all
+    # that lets the controller in).
+    ssh = [opening for opening in found if opening["comment"] == SSH_COMMENT]
+    firewalld = dict(
+        firewalld_state(firewalld_probe or ""), text=firewalld_xml(host, found), ssh=firewalld_xml(host, ssh)
+    )
+    return {
+        "text": nft_text(host, found),
+        "ufw": ufw_plan(found, ufw_user_rules or ""),
+        "firewalld": firewalld,
+        "problems": problems,
+    }
 
 
 class FilterModule:

@@ -7,8 +7,9 @@ Default deny on input, in a table of its own (``inet rayvllm_fleet``, replaced a
 load, other tables untouched). Accepted: replies, loopback, ICMP, the SSH port Ansible uses, every port
 from the members of the host's Ray cluster (Ray, torch.distributed, NCCL and vLLM open ports beyond the
 pinned ones), and each service's port from its sources. On a host that already runs ufw the same
-openings become ufw rules (``ufw_plan``) and ufw stays the only firewall. Plain Python; the unit tests
-render and check it.
+openings become ufw rules (``ufw_plan``) and ufw stays the only firewall; on one that runs firewalld they
+become the rich rules of a firewalld policy of ours (``firewalld_xml``), and firewalld stays the only one.
+Plain Python; the unit tests render and check it.
 """
 
 import binascii
@@ -18,6 +19,8 @@ import re
 TABLE = "rayvllm_fleet"
 UFW_COMMENT = "rayvllm: "  # every ufw rule this role writes carries it; rules without it are the operator's
 SSH_COMMENT = "SSH: Ansible's connection"
+# The firewalld policy this role owns (/etc/firewalld/policies/<name>.xml; firewalld allows 17 characters).
+FIREWALLD_POLICY = "rayvllm-fleet"
 
 
 def _network(value):
@@ -229,3 +232,99 @@ def ufw_plan(found, user_rules):
     ssh = _ufw_comment(SSH_COMMENT)
     disabled = [dict(rule, delete=True) for rule in added if rule["comment"] != ssh]
     return {"rules": rules, "stale": stale, "disabled": disabled}
+
+
+def _xml_comment(text):
+    return re.sub(r"-{2,}", "-", re.sub(r"[^A-Za-z0-9 :,./()\[\]_'-]", "", str(text)))[:120]
+
+
+def firewalld_rules(found):
+    """The rich rules (firewalld's XML form) of the openings: one per source and port; a source of
+    0.0.0.0/0 or ::/0 becomes a rule without source (of that family; without family when both)."""
+    rules = []
+    for opening in found:
+        v4, v6 = opening["v4"], opening["v6"]
+        if "0.0.0.0/0" in v4 and "::/0" in v6:
+            sources = [(None, None)]
+        else:
+            sources = []
+            for family, nets, anywhere in (("ipv4", v4, "0.0.0.0/0"), ("ipv6", v6, "::/0")):
+                sources.extend([(family, None)] if anywhere in nets else [(family, net) for net in nets])
+        for family, source in sources:
+            for port in list(dict.fromkeys(opening["ports"] or [None])):
+                rule = "<rule%s>" % (' family="%s"' % family if family else "")
+                if source:
+                    rule += '<source address="%s"/>' % source
+                if port is not None:
+                    rule += '<port port="%s" protocol="%s"/>' % (port, opening["proto"])
+                rules.append(rule + "<accept/></rule>")
+    return rules
+
+
+def firewalld_xml(host, found):
+    """The firewalld policy of one host from its openings: traffic from any zone to the host itself, target
+    CONTINUE (what no rule of ours accepts goes on to the zones' own rules, the operator's)."""
+    lines = []
+    for opening in found:
+        lines.append("<!-- %s -->" % _xml_comment(opening["comment"]))
+        rules = firewalld_rules([opening])
+        if not rules:
+            lines[-1] = "<!-- %s (port %s): cluster members only -->" % (
+                _xml_comment(opening["comment"]),
+                ", ".join(str(p) for p in opening["ports"] or []),
+            )
+        lines.extend(rules)
+    return (
+        '<?xml version="1.0" encoding="utf-8"?>\n'
+        "<!-- Host firewall of %s (rayvllm.fleet, roles/firewall): generated, do not edit. -->\n"
+        '<policy target="CONTINUE" priority="-100">\n'
+        "  <short>rayvllm.fleet</short>\n"
+        "  <description>Openings of the Ray and vLLM fleet on this host; everything else is left to the zones."
+        "</description>\n"
+        '  <ingress-zone name="ANY"/>\n'
+        '  <egress-zone name="HOST"/>\n'
+        "%s"
+        "</policy>\n"
+    ) % (_xml_comment(host), "".join("  %s\n" % line for line in lines))
+
+
+def _firewalld_blocks(text):
+    """{zone or policy name: set of its settings} from ``firewall-cmd --list-all-zones`` (or policies) output;
+    interface bindings left out (NetworkManager binds them at runtime, and a reload keeps them)."""
+    blocks, name = {}, None
+    for line in text.splitlines():
+        if line.strip() and not line[0].isspace():
+            name = line.split(" (")[0].strip()
+            blocks[name] = set()
+        elif name and line.strip() and not line.strip().startswith("interfaces:"):
+            blocks[name].add(line.strip())
+    return blocks
+
+
+def firewalld_state(text):
+    """{"reload": whether firewalld must reload to load our policy as written (or drop it), "runtime_only":
+    what such a reload would drop or apply besides ours} from the text of the role's firewalld probe:
+    sections ``### runtime``, ``### permanent`` (every zone and policy) and ``### ours`` (``loaded`` or
+    ``reload``). Empty text (firewalld not running): nothing to do."""
+    sections, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("### "):
+            current = line[4:].strip()
+            sections[current] = []
+        elif current:
+            sections[current].append(line)
+    runtime = _firewalld_blocks("\n".join(sections.get("runtime", [])))
+    permanent = _firewalld_blocks("\n".join(sections.get("permanent", [])))
+    differences = []
+    for name in sorted(set(runtime) | set(permanent)):
+        if name == FIREWALLD_POLICY:
+            continue
+        now, saved = runtime.get(name, set()), permanent.get(name, set())
+        if now != saved:
+            parts = []
+            if now - saved:
+                parts.append("only at runtime: " + "; ".join(sorted(now - saved)))
+            if saved - now:
+                parts.append("only in the permanent configuration: " + "; ".join(sorted(saved - now)))
+            differences.append("%s (%s)" % (name, ", ".join(parts)))
+    return {"reload": "reload" in sections.get("ours", []), "runtime_only": differences}

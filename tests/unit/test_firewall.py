@@ -6,6 +6,9 @@ import subprocess
 import pytest
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import (
+    firewalld_rules,
+    firewalld_state,
+    firewalld_xml,
     openings,
     ruleset,
     ufw_added,
@@ -232,3 +235,91 @@ def test_ufw_left_to_the_operator_removes_ours_but_the_ssh_rules_that_keep_the_c
 def test_ufw_one_rule_when_the_ssh_port_and_ansibles_own_port_are_the_same():
     found, _ = openings("ray-head", {}, ssh_ports=[22, 22], ssh_cidrs=["192.0.2.7"])
     assert [(r["from_ip"], r["to_port"]) for r in ufw_rules(found)] == [("192.0.2.7", "22")]
+
+
+# firewalld: the same openings as the rich rules of a policy of ours, on a host that already runs firewalld.
+def test_firewalld_rich_rules_one_per_source_and_port_anywhere_without_source():
+    found, problems = openings(
+        "ray-head",
+        HEAD_EXPOSURE,
+        ssh_cidrs=["0.0.0.0/0", "::/0"],
+        extra_rules=[{"ports": ["9000-9010"], "sources": ["0.0.0.0/0", "fd00::/64"], "proto": "udp"}],
+    )
+    assert problems == []
+    rules = firewalld_rules(found)
+    assert rules[0] == '<rule><port port="22" protocol="tcp"/><accept/></rule>'
+    assert '<rule family="ipv4"><source address="10.77.0.11"/><accept/></rule>' in rules
+    assert (
+        '<rule family="ipv4"><source address="10.77.0.0/24"/><port port="8000" protocol="tcp"/><accept/></rule>'
+        in rules
+    )
+    assert [r for r in rules if "44217" in r or "44227" in r] == [
+        '<rule family="ipv4"><source address="10.77.0.10"/><port port="44227" protocol="tcp"/><accept/></rule>',
+        '<rule family="ipv4"><source address="10.77.0.10"/><port port="44217" protocol="tcp"/><accept/></rule>',
+    ]
+    # An IPv4 wildcard stays IPv4 (no rule without family, which would open IPv6 too).
+    assert rules[-2:] == [
+        '<rule family="ipv4"><port port="9000-9010" protocol="udp"/><accept/></rule>',
+        '<rule family="ipv6"><source address="fd00::/64"/><port port="9000-9010" protocol="udp"/><accept/></rule>',
+    ]
+    assert not [r for r in rules if "8265" in r]
+
+
+def test_firewalld_policy_is_well_formed_xml_from_any_zone_to_the_host():
+    import xml.etree.ElementTree as ET
+
+    found, _ = openings("ray-head", HEAD_EXPOSURE, extra_rules=[{"ports": [7], "comment": "a -- <tricky> & comment"}])
+    text = firewalld_xml("ray-head", found)
+    assert text.startswith('<?xml version="1.0" encoding="utf-8"?>\n')
+    policy = ET.fromstring(text.encode())
+    assert policy.tag == "policy" and policy.get("target") == "CONTINUE" and int(policy.get("priority")) < 0
+    assert [z.get("name") for z in policy.findall("ingress-zone")] == ["ANY"]
+    assert [z.get("name") for z in policy.findall("egress-zone")] == ["HOST"]
+    assert len(policy.findall("rule")) == len(firewalld_rules(found))
+    assert "<!-- Ray dashboard (port 8265): cluster members only -->" in text
+
+
+FIREWALLD_PROBE = """### runtime
+public (default)
+  target: default
+  interfaces: eth0
+  services: dhcpv6-client ssh
+  ports: 5555/tcp
+  rich rules:
+\trule family="ipv4" source address="10.0.0.1" accept
+trusted
+  target: ACCEPT
+  interfaces: docker0
+rayvllm-fleet (active)
+  rich rules:
+\trule family="ipv4" source address="10.77.0.11" accept
+### permanent
+public
+  target: default
+  interfaces:
+  services: dhcpv6-client ssh
+  ports:
+  rich rules:
+\trule family="ipv4" source address="10.0.0.1" accept
+trusted
+  target: ACCEPT
+  interfaces:
+rayvllm-fleet
+  rich rules:
+### ours
+reload
+"""
+
+
+def test_firewalld_changes_made_at_runtime_only_are_named_and_ours_and_interfaces_are_not():
+    state = firewalld_state(FIREWALLD_PROBE)
+    assert state["reload"] is True
+    assert state["runtime_only"] == [
+        "public (only at runtime: ports: 5555/tcp, only in the permanent configuration: ports:)"
+    ]
+
+
+def test_firewalld_nothing_pending_and_not_running():
+    same = FIREWALLD_PROBE.replace("ports: 5555/tcp", "ports:").replace("reload", "loaded")
+    assert firewalld_state(same) == {"reload": False, "runtime_only": []}
+    assert firewalld_state("") == {"reload": False, "runtime_only": []}

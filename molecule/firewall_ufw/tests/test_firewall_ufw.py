@@ -3,25 +3,18 @@
 Ansible's own SSH connection stays open whatever the settings say."""
 
 import json
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from scenario_helpers import host_of, playbook  # noqa: E402
+from scenario_helpers import firewall, host_of, no_nftables_of_ours, over_ssh, reachability, reaches  # noqa: E402
 
 HEAD, WORKER = "ufw-head", "ufw-worker"
 OPERATORS = ["ufw allow 22/tcp comment 'operator: ssh'", "ufw allow 5555/tcp comment 'operator: agent'"]
 WORKER_IP = "10.79.0.11"
 testinfra_hosts = ["ansible://ray_head"]  # the tests drive both hosts from the controller
-
-
-def firewall(*extra):
-    """ansible-playbook playbooks/firewall.yml on both hosts: (exit status, output)."""
-    return playbook("playbooks/firewall.yml", *extra)
 
 
 def recap(out, name):
@@ -36,15 +29,6 @@ def rules(name):
 
 def ours(name):
     return [rule for rule in rules(name) if "comment 'rayvllm: " in rule]
-
-
-def reaches(port, timeout=3):
-    """Whether the controller (10.79.0.1, not a cluster member) opens a TCP connection to the worker's port."""
-    try:
-        with socket.create_connection((WORKER_IP, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -63,20 +47,17 @@ def test_the_openings_are_ufw_rules_of_ours_and_no_nftables_table_beside_ufw():
         # anywhere, so no rule of ours repeats it (ufw would relabel theirs as ours).
         assert all(rule in rules(name) for rule in OPERATORS), rules(name)
         assert not [rule for rule in ours(name) if "SSH" in rule], rules(name)
+        # The head's operator allowed what no rule allows: now denied; the worker's rejected it: kept.
         status = host.check_output("ufw status verbose")
-        assert "Status: active" in status and "deny (incoming)" in status, status
+        assert "Status: active" in status and ("deny" if name == HEAD else "reject") + " (incoming)" in status, status
         # ufw drives iptables-nft: the nftables package the role installs elsewhere is not even needed.
-        assert "rayvllm_fleet" not in host.run("nft list tables 2>/dev/null").stdout, name
-        assert not host.file("/etc/rayvllm/firewall.nft").exists, name
-        assert not host.file("/etc/systemd/system/rayvllm-firewall.service").exists, name
+        assert no_nftables_of_ours(host), name
 
 
 def test_members_reach_every_port_and_an_outsider_only_what_a_rule_opens():
-    # ufw-head is a member of the worker's cluster: every port, 7777 included.
-    assert host_of(HEAD).run("curl -sS -m 5 -o /dev/null http://%s:7777/" % WORKER_IP).rc == 0
-    # The controller is not: the operator's 5555 yes, 7777 (no rule for it) no.
-    assert reaches(5555)
-    assert not reaches(7777)
+    # ufw-head is a member of the worker's cluster: every port, 7777 included; the controller is not: the operator's
+    # 5555 yes, 7777 (no rule for it) no.
+    assert reachability(HEAD, WORKER_IP) == (True, True, False)
 
 
 def test_a_rule_no_longer_wanted_is_removed_and_the_operators_rules_stay(restored):
@@ -85,14 +66,14 @@ def test_a_rule_no_longer_wanted_is_removed_and_the_operators_rules_stay(restore
     assert rc == 0, out
     assert recap(out, WORKER)["changed"] != "0"
     assert "ufw allow from 10.79.0.1 to any port 7777 proto tcp comment 'rayvllm: controller'" in rules(WORKER)
-    assert reaches(7777)
+    assert reaches(WORKER_IP, 7777)
     before = ours(WORKER)
     rc, out = firewall()
     assert rc == 0, out
     assert "remove rayvllm: controller: from 10.79.0.1 to port 7777/tcp" in out
     assert ours(WORKER) == [rule for rule in before if "rayvllm: controller" not in rule]
-    assert not reaches(7777)
-    assert all(rule in rules(WORKER) for rule in OPERATORS) and reaches(5555)
+    assert not reaches(WORKER_IP, 7777)
+    assert all(rule in rules(WORKER) for rule in OPERATORS) and reaches(WORKER_IP, 5555)
 
 
 def test_check_mode_shows_the_change_and_writes_nothing():
@@ -102,7 +83,7 @@ def test_check_mode_shows_the_change_and_writes_nothing():
     assert rc == 0, out
     assert "allow rayvllm: controller: from 10.79.0.1 to port 7777/tcp" in out
     assert rules(WORKER) == before
-    assert not reaches(7777)
+    assert not reaches(WORKER_IP, 7777)
 
 
 def test_left_to_the_operator_only_our_rules_go(restored):
@@ -119,42 +100,7 @@ def test_ansibles_own_ssh_connection_stays_open_when_the_ssh_settings_leave_it_o
     narrowing firewall_ssh_cidrs to a network the controller is not in removes that rule, but the role reads
     the connection's address and port and keeps them open, added before the old rule goes."""
     worker = host_of(WORKER)
-    key = tmp_path / "id_ed25519"
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
-    worker.run_expect(
-        [0],
-        "install -d -m 700 /root/.ssh && echo '%s' > /root/.ssh/authorized_keys"
-        % key.with_suffix(".pub").read_text().strip(),
-    )
-    ssh_args = "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o ConnectTimeout=5"
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(
-        json.dumps(
-            {
-                "all": {
-                    "vars": {"ray_version": "2.60.0", "vllm_version": "0.32.0"},
-                    "children": {
-                        "ray_head": {"hosts": {HEAD: {"ansible_connection": "community.docker.docker"}}},
-                        "ray_workers": {
-                            "hosts": {
-                                WORKER: {
-                                    "ansible_connection": "ssh",
-                                    "ansible_host": WORKER_IP,
-                                    "ansible_user": "root",
-                                    "ansible_ssh_private_key_file": str(key),
-                                    "ansible_ssh_common_args": ssh_args,
-                                }
-                            }
-                        },
-                    },
-                }
-            }
-        )
-    )
-
-    def ssh_works():
-        command = ["ssh", *ssh_args.split(), "-i", str(key), "root@" + WORKER_IP, "true"]
-        return subprocess.run(command, capture_output=True, timeout=30).returncode == 0
+    inventory, ssh_works = over_ssh(tmp_path, HEAD, WORKER, WORKER_IP)
 
     worker.run_expect([0], "ufw delete allow 22/tcp")
     try:
@@ -163,8 +109,7 @@ def test_ansibles_own_ssh_connection_stays_open_when_the_ssh_settings_leave_it_o
         assert rc == 0, out
         assert "ufw allow 22/tcp comment 'rayvllm: SSH: Ansibles connection'" in rules(WORKER), rules(WORKER)
         assert ssh_works()
-        rc, out = playbook("playbooks/firewall.yml", "-e", json.dumps({"firewall_ssh_cidrs": ["192.0.2.0/24"]}),
-                           inventory=inventory)  # fmt: skip
+        rc, out = firewall("-e", json.dumps({"firewall_ssh_cidrs": ["192.0.2.0/24"]}), inventory=inventory)
         assert rc == 0, out
         ssh_rules = [rule for rule in ours(WORKER) if "SSH" in rule]
         assert sorted(ssh_rules) == [
