@@ -171,3 +171,27 @@ def test_ansibles_own_ssh_connection_stays_open_when_the_ssh_settings_leave_it_o
     rc, out = firewall()
     assert rc == 0, out
     assert 'rule port port="22" protocol="tcp" accept' in rich_rules(WORKER)
+
+
+def test_a_host_that_stops_running_firewalld_gets_the_nftables_table_and_keeps_ansibles_ssh_connection(tmp_path):
+    """The nftables path over real SSH: with firewalld stopped on fwd-worker, the role loads its own table
+    (policy drop) instead; with firewall_ssh_cidrs narrowed to a network the controller is not in, the
+    connection's address keeps SSH open. firewalld started again and a re-run: the policy runs, the table goes."""
+    worker = host_of(WORKER)
+    inventory, ssh_works = over_ssh(tmp_path, HEAD, WORKER, WORKER_IP)
+    worker.run_expect([0], "systemctl stop firewalld")
+    try:
+        rc, out = firewall("-e", json.dumps({"firewall_ssh_cidrs": ["192.0.2.0/24"]}), inventory=inventory)
+        assert rc == 0, out
+        table = worker.check_output("nft list table inet rayvllm_fleet")
+        assert "policy drop" in table, table
+        assert [line for line in table.splitlines() if "dport 22" in line and "10.80.0.1" in line], table
+        assert ssh_works(), "a new SSH connection from the controller was refused"
+        # The operator's 5555 was a firewalld rule: with firewalld stopped, only the members get in.
+        assert reachability(HEAD, WORKER_IP) == (True, False, False)
+    finally:
+        worker.run_expect([0], "systemctl start firewalld")
+    rc, out = firewall()
+    assert rc == 0, out
+    assert no_nftables_of_ours(worker)
+    assert reachability(HEAD, WORKER_IP) == (True, True, False)
