@@ -6,6 +6,7 @@
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import (
+    directive_value,
     exec_arg,
     path_arg,
     private_tmp_conflicts,
@@ -27,6 +28,13 @@ def systemd_path_arg(value):
         raise AnsibleFilterError("systemd_path_arg: %s" % exc)
 
 
+def systemd_value(value):
+    try:
+        return directive_value(value)
+    except ValueError as exc:
+        raise AnsibleFilterError("systemd_value: %s" % exc)
+
+
 def unit_value_problems(variables):
     return unsafe_values(variables)
 
@@ -40,6 +48,7 @@ class FilterModule:
         return {
             "systemd_exec_arg": systemd_exec_arg,
             "systemd_path_arg": systemd_path_arg,
+            "systemd_value": systemd_value,
             "unit_value_problems": unit_value_problems,
             "private_tmp_problems": private_tmp_problems,
         }

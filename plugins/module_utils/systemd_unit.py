@@ -45,6 +45,16 @@ def path_arg(value):
     return value.replace("%", "%%")
 
 
+def directive_value(value):
+    """A value written as the whole rest of a directive's line (User=, Group=, WorkingDirectory=,
+    EnvironmentFile=): as given, % doubled (systemd expands specifiers there, not $VARIABLES)."""
+    value = "" if value is None else str(value)
+    bad = control_character(value)
+    if bad:
+        raise ValueError("%r contains %s, which a systemd unit cannot hold" % (value, bad))
+    return value.replace("%", "%%")
+
+
 def _walk(name, value):
     if isinstance(value, dict):
         for key, item in value.items():

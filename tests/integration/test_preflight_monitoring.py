@@ -134,3 +134,9 @@ def test_unusable_watchdog_settings(run_preflight, settings, expected):
     rc, out = run_preflight(with_monitoring(), {**GOOD, **settings})
     assert rc != 0
     assert "vllm_watchdog on node-a:" in out and expected in out, out[-3000:]
+
+
+def test_a_retention_that_would_split_into_arguments_is_refused(run_preflight):
+    rc, out = run_preflight(with_monitoring(), {**GOOD, "prometheus_retention_time": "15d --web.enable-lifecycle"})
+    assert rc != 0
+    assert "prometheus_retention_time a duration such as 15d (got '15d --web.enable-lifecycle')" in out

@@ -79,3 +79,25 @@ def test_vllm_sockets_in_the_private_tmp_are_refused(run_preflight):
     assert rc != 0
     assert "vllm_environment.VLLM_RPC_BASE_PATH under /tmp or /var/tmp" in out
     assert "would hang at start" in out
+
+
+def test_ray_environment_cannot_switch_token_auth_off_on_one_node(run_preflight):
+    rc, out = run_preflight(local_hosts(**{"node-b": {"ray_environment": {"RAY_AUTH_MODE": "disabled"}}}))
+    assert rc != 0
+    assert "ray_environment on node-b sets RAY_AUTH_MODE, which would override the cluster's token" in out
+
+
+def test_a_node_with_a_token_of_its_own_is_refused_without_showing_either(run_preflight):
+    token = "x" * 40
+    rc, out = run_preflight(local_hosts(**{"node-b": {"ray_auth_token": token}}))
+    assert rc != 0
+    assert "ray_auth_token on node-b differs from the one of node-a, the head of cluster default" in out
+    assert token not in out
+
+
+def test_vllm_as_root_and_a_key_in_vllm_environment_are_refused(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"vllm_user": "root", "vllm_environment": {"VLLM_API_KEY": "k" * 20}})
+    assert rc != 0
+    assert "vllm_user/vllm_group must not be root (got root/" in out
+    assert "vllm_environment must not set VLLM_API_KEY" in out
+    assert "k" * 20 not in out

@@ -3,6 +3,7 @@
 import pytest
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import (
+    directive_value,
     exec_arg,
     exit_reason,
     parse_show,
@@ -67,6 +68,19 @@ def test_unsafe_values_checks_mapping_keys():
 )
 def test_path_arg_doubles_only_percent(value, written):
     assert path_arg(value) == written
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [("ray", "ray"), ("/srv/100%i", "/srv/100%%i"), ("/srv/$x y", "/srv/$x y")],
+)
+def test_directive_value_doubles_only_percent(value, written):
+    assert directive_value(value) == written
+
+
+def test_directive_value_refuses_a_newline():
+    with pytest.raises(ValueError, match="a newline"):
+        directive_value("ray\nExecStartPre=+/bin/sh")
 
 
 def test_exit_reason_from_systemctl_show():
