@@ -36,6 +36,26 @@ def test_a_rule_file_that_does_not_parse_fails_before_prometheus_restarts(tmp_pa
     assert sorted(g["name"] for g in api("rules")["groups"]) == groups_before
 
 
+def test_a_valid_rule_file_is_loaded_by_a_reload_not_a_restart_and_removed_again(tmp_path):
+    """Prometheus runs without its lifecycle API: a change that passes promtool reaches it by SIGHUP (systemctl
+    reload), so its process, and the data in memory, stay."""
+    rules = tmp_path / "team-alerts.yml"
+    rules.write_text("groups:\n  - name: team\n    rules:\n      - record: team:always:one\n        expr: vector(1)\n")
+    pid = prometheus_pid()
+    rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus", "-e",
+                       json.dumps({"prometheus_extra_rule_files": [str(rules)]}))  # fmt: skip
+    try:
+        assert rc == 0, out[-3000:]
+        assert wait_for(lambda: "team" in [g["name"] for g in api("rules")["groups"]], timeout=60)
+        assert prometheus_pid() == pid, "Prometheus was restarted, not reloaded"
+    finally:
+        rc, out = playbook("playbooks/monitoring.yml", "--tags", "prometheus")
+    assert rc == 0, out[-3000:]
+    assert not head().file("/etc/prometheus/rules/team-alerts.yml").exists
+    assert wait_for(lambda: "team" not in [g["name"] for g in api("rules")["groups"]], timeout=60)
+    assert prometheus_pid() == pid, "Prometheus was restarted, not reloaded"
+
+
 def serve(directory):
     """Serve a directory on the sandbox network's gateway address, as a mirror would."""
     handler = lambda *a, **kw: http.server.SimpleHTTPRequestHandler(*a, directory=str(directory), **kw)  # noqa: E731

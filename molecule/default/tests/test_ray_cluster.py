@@ -39,6 +39,14 @@ def test_pinned_ports_listening(host):
     listening = host.check_output("ss -Htln")
     for port in ports:
         assert f":{port} " in listening, f"port {port} not listening on {ip}"
+    if host.backend.get_hostname() in HEADS:
+        # The dashboard (and its job API) on the node's cluster address only, never a wildcard.
+        dashboard = [
+            line.split()[3]
+            for line in listening.splitlines()
+            if line.split()[3].endswith(f":{SETTINGS['ray_dashboard_port']}")
+        ]
+        assert dashboard == [f"{ip}:{SETTINGS['ray_dashboard_port']}"], dashboard
 
 
 def test_open_files_limit(host):
