@@ -10,6 +10,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import 
     exec_arg,
     path_arg,
     private_tmp_conflicts,
+    sandboxing,
     unsafe_values,
 )
 
@@ -35,6 +36,13 @@ def systemd_value(value):
         raise AnsibleFilterError("systemd_value: %s" % exc)
 
 
+def systemd_sandboxing(hardening, writable=None):
+    try:
+        return "\n".join(sandboxing(hardening, writable or []))
+    except ValueError as exc:
+        raise AnsibleFilterError("systemd_sandboxing: %s" % exc)
+
+
 def unit_value_problems(variables):
     return unsafe_values(variables)
 
@@ -49,6 +57,7 @@ class FilterModule:
             "systemd_exec_arg": systemd_exec_arg,
             "systemd_path_arg": systemd_path_arg,
             "systemd_value": systemd_value,
+            "systemd_sandboxing": systemd_sandboxing,
             "unit_value_problems": unit_value_problems,
             "private_tmp_problems": private_tmp_problems,
         }

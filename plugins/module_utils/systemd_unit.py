@@ -121,6 +121,29 @@ def exit_reason(unit, before, now):
     return None
 
 
+def sandboxing(hardening, writable=()):
+    """The lines of a unit's sandboxing: one ``Key=value`` per setting of ``hardening`` ({directive: value},
+    sorted; an empty value leaves the directive out), then, when ``ProtectSystem`` is set, ``ReadWritePaths=``
+    with the ``writable`` paths (each once, in order; empty ones skipped). Every service of the fleet writes its
+    sandboxing through this, so they differ only in their settings and writable paths."""
+    lines = []
+    for key, value in sorted((hardening or {}).items()):
+        value = "" if value is None else str(value)
+        if not value:
+            continue
+        bad = control_character(key) or control_character(value)
+        if bad or not re.match(r"^[A-Za-z]+$", str(key)):
+            raise ValueError("sandboxing setting %r is not a systemd directive name and value on one line" % key)
+        lines.append("%s=%s" % (key, value))
+    paths = []
+    for path in writable or ():
+        if path and path not in paths:
+            paths.append(path)
+    if str((hardening or {}).get("ProtectSystem") or "") and paths:
+        lines.append("ReadWritePaths=%s" % " ".join(path_arg(path) for path in paths))
+    return lines
+
+
 # What systemd reads as "no" for a boolean setting (an empty value: the setting is left out).
 FALSE_WORDS = ("", "no", "false", "off", "0")
 TMP_RE = re.compile(r"^/(var/)?tmp(/|$)")

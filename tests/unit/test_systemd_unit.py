@@ -9,6 +9,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import 
     parse_show,
     path_arg,
     private_tmp_conflicts,
+    sandboxing,
     unsafe_values,
 )
 
@@ -106,3 +107,41 @@ def test_private_tmp_hides_directories_under_tmp(setting):
 def test_without_private_tmp_nothing_is_hidden(setting):
     assert private_tmp_conflicts({"PrivateTmp": setting}, {"ray_temp_dir": "/tmp/ray"}) == []
     assert private_tmp_conflicts({}, {"ray_temp_dir": "/tmp/ray"}) == []
+
+
+HARDENING = {"ProtectSystem": "strict", "NoNewPrivileges": "yes", "PrivateTmp": "yes"}
+
+
+def test_sandboxing_writes_each_setting_sorted_then_the_writable_paths_once():
+    assert sandboxing(HARDENING, ["/var/lib/ray", "/var/lib/ray/tmp", "/var/lib/ray", ""]) == [
+        "NoNewPrivileges=yes",
+        "PrivateTmp=yes",
+        "ProtectSystem=strict",
+        "ReadWritePaths=/var/lib/ray /var/lib/ray/tmp",
+    ]
+
+
+def test_sandboxing_an_empty_value_drops_the_setting_and_without_protectsystem_no_readwritepaths():
+    assert sandboxing({**HARDENING, "ProtectSystem": "", "PrivateTmp": None}, ["/var/lib/ray"]) == [
+        "NoNewPrivileges=yes"
+    ]
+    assert sandboxing({}, ["/x"]) == [] and sandboxing(None) == []
+
+
+def test_sandboxing_quotes_and_escapes_paths():
+    assert sandboxing({"ProtectSystem": "strict"}, ["/srv/my data", "/srv/100%"])[-1] == (
+        'ReadWritePaths="/srv/my data" /srv/100%%'
+    )
+
+
+@pytest.mark.parametrize(
+    "hardening",
+    [
+        {"ProtectSystem": "strict\nExecStartPre=+/bin/sh"},
+        {"Protect\nSystem": "strict"},
+        {"ExecStartPre=+/bin/sh #": "x"},
+    ],
+)
+def test_sandboxing_refuses_what_would_add_a_line_or_a_directive(hardening):
+    with pytest.raises(ValueError, match="not a systemd directive"):
+        sandboxing(hardening)

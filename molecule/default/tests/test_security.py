@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import testinfra
 from conftest import (
+    ALL_NODE_IPS,
     HEAD_IP,
     NODE_IPS,
     PROMETHEUS,
@@ -28,8 +29,10 @@ ROOT = Path(__file__).resolve().parents[3]
 HOSTS = list(NODE_IPS)
 # The "ShadowRay" request: an unauthenticated job submission that runs a shell command on the cluster.
 ATTACK = {"entrypoint": "id; hostname"}
-# A container on the sandbox network that is not a cluster member (not in firewall_admin_cidrs either).
+# A container on the sandbox network that is not a cluster member (not in firewall_admin_cidrs either), but
+# in vllm_allowed_cidrs and router_allowed_cidrs (10.77.0.0/26); the stranger is in neither.
 OUTSIDER_IP = "10.77.0.50"
+STRANGER_IP = "10.77.0.200"
 # The converge of scripts/test.sh runs at -vvv into this log.
 CONVERGE_LOG = ROOT / ".cache/converge-vvv.log"
 
@@ -124,26 +127,56 @@ def test_prometheus_has_no_lifecycle_api():
     assert "--web.enable-lifecycle" not in node("ray-head").check_output("ps -eo args")
 
 
+SANDBOXING = ("NoNewPrivileges", "PrivateTmp", "ProtectKernelTunables", "ProtectKernelModules", "ProtectControlGroups",
+              "RestrictSUIDSGID", "LockPersonality")  # fmt: skip
+
+
+def sandboxing(host, service):
+    """{property: value} of a unit's sandboxing settings, its user and writable paths, as systemd runs them."""
+    shown = node(host).check_output(
+        f"systemctl show {service} -p NoNewPrivileges -p ProtectSystem -p ProtectHome -p PrivateTmp "
+        "-p ProtectKernelTunables -p ProtectKernelModules -p ProtectControlGroups -p RestrictSUIDSGID "
+        "-p LockPersonality -p PrivateDevices -p MemoryDenyWriteExecute -p User -p ReadWritePaths -p ActiveState"
+    )
+    props = dict(line.split("=", 1) for line in shown.splitlines())
+    assert props["ProtectSystem"] == "strict" and props["ProtectHome"] == "yes", (service, props)
+    for key in SANDBOXING:
+        assert props[key] == "yes", (service, key)
+    return props
+
+
 @pytest.mark.parametrize(
     "service,host", [("ray-head", "ray-head"), ("ray-worker", "ray-worker-1"), ("vllm", "ray-head")]
 )
 def test_services_are_sandboxed_but_keep_devices(service, host):
-    props = dict(
-        line.split("=", 1)
-        for line in node(host)
-        .check_output(
-            f"systemctl show {service} -p NoNewPrivileges -p ProtectSystem -p ProtectHome -p PrivateTmp "
-            "-p ProtectKernelTunables -p ProtectKernelModules -p ProtectControlGroups -p RestrictSUIDSGID "
-            "-p LockPersonality -p PrivateDevices -p MemoryDenyWriteExecute -p User"
-        )
-        .splitlines()
-    )
-    assert props["ProtectSystem"] == "strict" and props["ProtectHome"] == "yes"
-    for key in ("NoNewPrivileges", "PrivateTmp", "ProtectKernelTunables", "ProtectKernelModules",
-                "ProtectControlGroups", "RestrictSUIDSGID", "LockPersonality"):  # fmt: skip
-        assert props[key] == "yes", key
+    props = sandboxing(host, service)
     assert props["PrivateDevices"] == "no" and props["MemoryDenyWriteExecute"] == "no"
     assert props["User"] == SETTINGS["ray_user"]
+
+
+@pytest.mark.parametrize(
+    "service,user,writable",
+    [
+        (f"vllm-router@{SETTINGS['vllm_served_model_name']}", "vllm-router", ["/var/lib/vllm-router"]),
+        ("vllm-router-health", "", ["/var/lib/vllm-router", "-/var/lib/prometheus/node-exporter"]),
+        ("vllm-watchdog", "", ["-/var/lib/prometheus/node-exporter"]),
+        ("prometheus", "prometheus", ["/var/lib/prometheus/metrics2"]),
+        ("prometheus-alertmanager", "prometheus", ["/var/lib/prometheus/alertmanager"]),
+    ],
+)
+def test_the_other_services_are_sandboxed_without_devices(service, user, writable):
+    """The router, its rotation keeper, the watchdog, Prometheus and Alertmanager (each running, or a timer's last
+    run fine): the same sandboxing plus PrivateDevices (and MemoryDenyWriteExecute for the Go programs)."""
+    props = sandboxing("ray-head", service)
+    assert props["PrivateDevices"] == "yes", service
+    if service.startswith("prometheus"):
+        assert props["MemoryDenyWriteExecute"] == "yes", service
+    assert props["User"] == user
+    assert props["ReadWritePaths"].split() == writable
+    if service in ("vllm-router-health", "vllm-watchdog"):  # timer-driven oneshots: the last run succeeded
+        assert node("ray-head").check_output(f"systemctl show {service} -p Result --value") == "success"
+    else:
+        assert props["ActiveState"] == "active", service
 
 
 def host_pid(container, pid):
@@ -210,6 +243,8 @@ PROBE = textwrap.dedent(
         result["vllm_models"] = 200
     except urllib.error.HTTPError as err:
         result["vllm_models"] = err.code
+    except OSError as exc:
+        result["vllm_models"] = type(exc).__name__
     print(json.dumps(result))
     """
 )
@@ -230,7 +265,7 @@ def test_a_host_outside_the_cluster_reaches_only_the_vllm_port():
     head_ports = [SETTINGS[p] for p in ("ray_gcs_port", "ray_dashboard_port", "ray_client_server_port")]
     # Ray metrics, node exporter, Prometheus, Alertmanager
     head_ports += [SETTINGS["ray_metrics_export_port"], 9100, 9090, 9093]
-    head_ports += [29000]  # the router's metrics (its client port 30000 is open to the sandbox network)
+    head_ports += [29000]  # the router's metrics (its client port 30000 is open to router_allowed_cidrs)
     worker_ports = [SETTINGS["ray_metrics_export_port"], SETTINGS["ray_node_manager_port"], 9100]
     closed = [(HEAD_IP, p) for p in head_ports] + [(NODE_IPS["ray-worker-1"], p) for p in worker_ports]
     vllm = (HEAD_IP, SETTINGS.get("vllm_port", 8000))
@@ -238,6 +273,20 @@ def test_a_host_outside_the_cluster_reaches_only_the_vllm_port():
     assert seen.pop("%s:%s" % vllm) == "open"
     assert seen.pop("vllm_models") == 401  # reachable, but the key guards /v1
     assert {k: v for k, v in seen.items() if v == "open"} == {}, seen
+
+
+def test_a_host_outside_the_allowed_networks_reaches_neither_vllm_nor_the_router():
+    """vLLM's routes besides /v1 (/metrics, /tokenize, ...) need no key: only vllm_allowed_cidrs, the cluster and
+    the Prometheus and router hosts reach its port. From the same network, outside those: every port is closed."""
+    ports = [(HEAD_IP, SETTINGS.get("vllm_port", 8000)), (ALL_NODE_IPS["ray-b-head"], SETTINGS.get("vllm_port", 8000))]
+    ports += [(HEAD_IP, 30000), (HEAD_IP, SETTINGS["ray_dashboard_port"])]  # the router, the dashboard
+    seen = probe(ports, ["--network", "rayvllm-sandbox", "--ip", STRANGER_IP])
+    assert seen.pop("vllm_models") not in (200, 401), "the stranger reached vLLM's HTTP server"
+    assert {k: v for k, v in seen.items() if v == "open"} == {}, seen
+    # The control: the outsider, inside vllm_allowed_cidrs and router_allowed_cidrs, reaches both of them.
+    allowed = probe(ports[:3], ["--network", "rayvllm-sandbox", "--ip", OUTSIDER_IP])
+    assert allowed.pop("vllm_models") == 401
+    assert set(allowed.values()) == {"open"}, allowed
 
 
 def test_cluster_members_reach_each_other():
