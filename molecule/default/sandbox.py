@@ -184,14 +184,12 @@ def vllm_version(cluster="default"):
     return bearer_request(CLUSTER_URLS[cluster] + "/version", None)["version"]
 
 
-def ray_client(env="HOME=/nonexistent", host="ray-worker-1"):
-    """ray.init() against cluster default's GCS from a member host (the firewall lets it through), in the
-    environment ENV (the default: no auth settings at all); the command's result, whose stdout says
-    CONNECTED if the client got in."""
-    script = "import ray; ray.init(address='%s:%s', log_to_driver=False); print('CONNECTED')" % (
-        HEAD_IP,
-        SETTINGS["ray_gcs_port"],
-    )
+def ray_client(env="HOME=/nonexistent", host="ray-worker-1", address=None):
+    """ray.init() against cluster default's GCS (or ADDRESS, e.g. ray://head:10001 for the Ray Client server)
+    from a member host (the firewall lets it through), in the environment ENV (the default: no auth settings at
+    all); the command's result, whose stdout says CONNECTED if the client got in."""
+    address = address or "%s:%s" % (HEAD_IP, SETTINGS["ray_gcs_port"])
+    script = "import ray; ray.init(address='%s', log_to_driver=False); print('CONNECTED')" % address
     python = f"{SETTINGS['ray_install_root']}/current/bin/python"
     return testinfra.get_host("docker://" + host).run(f'cd /tmp && timeout 120 env {env} {python} -c "{script}"')
 

@@ -16,6 +16,7 @@ from conftest import (
     HEAD_IP,
     NODE_IPS,
     PROMETHEUS,
+    RAY_TOKEN_FILE,
     SETTINGS,
     VLLM_URL,
     ray_api,
@@ -93,6 +94,18 @@ def test_a_ray_client_without_the_token_cannot_connect(label, env, refusal):
     result = ray_client(env)
     assert "CONNECTED" not in result.stdout, f"{label}: connected without the cluster's token"
     assert refusal in result.stderr, result.stderr[-2000:]
+
+
+def test_the_ray_client_server_needs_the_token_too():
+    """ray:// (the Ray Client server, ray_client_server_port) from a member host: without the token the server never
+    answers (the client gives up after its 30 s); with it the same client gets in, so the refusal is the token's."""
+    address = f"ray://{HEAD_IP}:{SETTINGS['ray_client_server_port']}"
+    refused = ray_client(address=address)
+    assert "CONNECTED" not in refused.stdout, "connected to the Ray Client server without the cluster's token"
+    assert "ray client connection timeout" in refused.stderr, refused.stderr[-2000:]
+    token_env = f"HOME=/nonexistent RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={RAY_TOKEN_FILE}"
+    with_token = ray_client(token_env, address=address)
+    assert "CONNECTED" in with_token.stdout, with_token.stderr[-2000:]
 
 
 def test_token_is_a_group_readable_file_never_an_argument_or_variable():
