@@ -123,12 +123,13 @@ def exit_reason(unit, before, now):
 
 def sandboxing(hardening, writable=()):
     """The lines of a unit's sandboxing: one ``Key=value`` per setting of ``hardening`` ({directive: value},
-    sorted; an empty value leaves the directive out), then, when ``ProtectSystem`` is set, ``ReadWritePaths=``
-    with the ``writable`` paths (each once, in order; empty ones skipped). Every service of the fleet writes its
-    sandboxing through this, so they differ only in their settings and writable paths."""
+    sorted; an empty value leaves the directive out, a boolean is yes or no), then, when ``ProtectSystem`` is
+    set, ``ReadWritePaths=`` with the ``writable`` paths (each once, in order; empty ones skipped). Every service
+    of the fleet writes its sandboxing through this, so they differ only in their settings and writable paths."""
     lines = []
-    for key, value in sorted((hardening or {}).items()):
-        value = "" if value is None else str(value)
+    for key, value in sorted((hardening or {}).items(), key=lambda item: str(item[0])):
+        # YAML's unquoted yes/no arrive as booleans: written the way systemd's own documentation does.
+        value = ("yes" if value else "no") if isinstance(value, bool) else "" if value is None else str(value)
         if not value:
             continue
         bad = control_character(key) or control_character(value)

@@ -128,6 +128,12 @@ def test_sandboxing_an_empty_value_drops_the_setting_and_without_protectsystem_n
     assert sandboxing({}, ["/x"]) == [] and sandboxing(None) == []
 
 
+def test_sandboxing_writes_booleans_as_systemd_does_and_refuses_a_key_that_is_no_name():
+    assert sandboxing({"PrivateTmp": True, "PrivateDevices": False}) == ["PrivateDevices=no", "PrivateTmp=yes"]
+    with pytest.raises(ValueError, match="not a systemd directive"):
+        sandboxing({1: "yes", "PrivateTmp": "yes"})
+
+
 def test_sandboxing_quotes_and_escapes_paths():
     assert sandboxing({"ProtectSystem": "strict"}, ["/srv/my data", "/srv/100%"])[-1] == (
         'ReadWritePaths="/srv/my data" /srv/100%%'
