@@ -21,38 +21,42 @@ def control_character(value):
     return names.get(char, "the control character %r" % char)
 
 
-def exec_arg(value):
-    """One ExecStart= argument exactly as given: double-quoted (with \\ and " escaped) unless plain,
-    % doubled (no specifier expansion) and $ doubled (no variable expansion)."""
+def _one_line(value, what="which a systemd unit cannot hold"):
+    """The value as a string ("" for None); ValueError naming its first control character."""
     value = "" if value is None else str(value)
     bad = control_character(value)
     if bad:
-        raise ValueError("%r contains %s, which a systemd unit cannot hold in one argument" % (value, bad))
+        raise ValueError("%r contains %s, %s" % (value, bad, what))
+    return value
+
+
+def _quoted(value):
+    """Double-quoted, with \\ and " escaped."""
+    return '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def exec_arg(value):
+    """One ExecStart= argument exactly as given: double-quoted (with \\ and " escaped) unless plain,
+    % doubled (no specifier expansion) and $ doubled (no variable expansion)."""
+    value = _one_line(value, "which a systemd unit cannot hold in one argument")
     if not PLAIN_RE.match(value):
-        value = '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"')
+        value = _quoted(value)
     return value.replace("%", "%%").replace("$", "$$")
 
 
 def path_arg(value):
     """One path of a path-list directive (ReadWritePaths=): quoted when it holds white space or quotes, % doubled
     (systemd expands specifiers there, not $VARIABLES)."""
-    value = "" if value is None else str(value)
-    bad = control_character(value)
-    if bad:
-        raise ValueError("%r contains %s, which a systemd unit cannot hold" % (value, bad))
+    value = _one_line(value)
     if not PLAIN_RE.match(value.replace("$", "_")):
-        value = '"%s"' % value.replace("\\", "\\\\").replace('"', '\\"')
+        value = _quoted(value)
     return value.replace("%", "%%")
 
 
 def directive_value(value):
     """A value written as the whole rest of a directive's line (User=, Group=, WorkingDirectory=,
     EnvironmentFile=): as given, % doubled (systemd expands specifiers there, not $VARIABLES)."""
-    value = "" if value is None else str(value)
-    bad = control_character(value)
-    if bad:
-        raise ValueError("%r contains %s, which a systemd unit cannot hold" % (value, bad))
-    return value.replace("%", "%%")
+    return _one_line(value).replace("%", "%%")
 
 
 def _walk(name, value):
