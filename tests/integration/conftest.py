@@ -55,7 +55,12 @@ def run_preflight(tmp_path):
         base.update(group_vars or {})
         (inv / "group_vars" / "all.yml").write_text(yaml.safe_dump(base))
         env = dict(
-            os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_STDOUT_CALLBACK="default"
+            os.environ,
+            ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+            ANSIBLE_NOCOLOR="1",
+            ANSIBLE_STDOUT_CALLBACK="default",
+            # Throw-away inventories reuse host names (node-a, ...): no facts from another test's run.
+            ANSIBLE_CACHE_PLUGIN="memory",
         )
         proc = subprocess.run(
             [ANSIBLE_PLAYBOOK, "-i", str(inv), str(ROOT / playbook), *extra_args],
