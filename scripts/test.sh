@@ -22,7 +22,7 @@ yamllint -s .
 ruff check .
 ruff format --check .
 ansible-lint --offline -q
-for module in ray_cluster_wait gpu_topology vllm_parallelism vllm_ready venv_prune; do
+for module in ray_cluster_wait gpu_topology vllm_parallelism vllm_ready venv_prune python_venv; do
   ansible-doc "rayvllm.fleet.$module" >/dev/null
 done
 for filter in gpu_fleet_problems gpu_needs_fabric_manager grafana_dashboard_problems listen_url env_file fleet_model \

@@ -79,6 +79,7 @@ INPUTS = (
     "ray_node_ip",
     "ray_node_interface",
     "vllm_served_model_name",
+    "vllm_model_path",
     "model_path",
 ) + PINNED_VERSIONS
 # Where the vLLM API keys of clusters behind a router live (beside the inventory): one per routed model.
@@ -291,10 +292,11 @@ def build(heads, workers, hosts, defaults, monitoring=(), routers=()):
         head_vars = hosts.get(head, {}).get("vars") or {}
         model_clusters[name] = {
             "name": name,
-            # The name clients ask for: vllm_served_model_name, else the last part of model_path.
+            # The name clients ask for: vllm_served_model_name, else the last part of the weights' path (the
+            # vllm role's defaults: vllm_model_path, else model_path).
             "served_model_name": str(
                 head_vars.get("vllm_served_model_name")
-                or str(head_vars.get("model_path") or "").rstrip("/").split("/")[-1]
+                or str(head_vars.get("vllm_model_path") or head_vars.get("model_path") or "").rstrip("/").split("/")[-1]
             ),
             "head": head,
             "workers": list(cluster["workers"]),

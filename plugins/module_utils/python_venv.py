@@ -1,0 +1,124 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Plain parts of the python_venv module: the venv's record of what it holds, the installer's command lines,
+and what a venv holds (its Python, the versions of named distributions) read from its files, without running it.
+
+A venv records what was installed into it in a marker file (MARKER) once the install completed; the install runs
+only when the record differs from the request, so a second run is a no-op and check mode is exact. The record's
+text is the one the python_venv role wrote before this module existed: venvs installed then are not reinstalled.
+"""
+
+import os
+import re
+
+MARKER = ".rayvllm-requirements"
+INSTALLERS = ("uv", "pip")
+
+
+def source_args(find_links="", index_url=""):
+    """pip/uv arguments choosing where packages come from: a wheelhouse directory (no index), an index, or the
+    installer's default index."""
+    if find_links:
+        return ["--no-index", "--find-links", find_links]
+    if index_url:
+        return ["--index-url", index_url]
+    return []
+
+
+def marker_text(interpreter, requirements, args, remove=()):
+    """The record written after a complete install (the same bytes as the role's template wrote)."""
+    text = (
+        "# Written by rayvllm.fleet after a successful pip install; delete to force a reinstall.\n"
+        "interpreter: %s\nrequirements: %s\npip_args: %s\n" % (interpreter, " ".join(requirements), " ".join(args))
+    )
+    if remove:
+        text += "remove: %s\n" % " ".join(remove)
+    return text
+
+
+def install_commands(installer, venv, requirements, args, remove=(), uv=None, compile_bytecode=True):
+    """[argv, ...] installing requirements into an existing venv, then removing the packages in remove."""
+    python = os.path.join(venv, "bin", "python")
+    if installer == "uv":
+        if not uv:
+            raise ValueError("the uv installer needs the uv binary's path")
+        install = [uv, "pip", "install", "--python", python] + (["--compile-bytecode"] if compile_bytecode else [])
+        commands = [install + list(args) + list(requirements)]
+        if remove:
+            commands.append([uv, "pip", "uninstall", "--python", python] + list(remove))
+        return commands
+    if installer == "pip":
+        pip = [python, "-m", "pip"]
+        commands = [
+            pip + ["install"] + ([] if compile_bytecode else ["--no-compile"]) + list(args) + list(requirements)
+        ]
+        if remove:
+            commands.append(pip + ["uninstall", "--yes"] + list(remove))
+        return commands
+    raise ValueError("installer must be one of %s, got %r" % (", ".join(INSTALLERS), installer))
+
+
+def uv_tool_commands(interpreter, tool_venv, version, args):
+    """[argv, ...] putting uv==version into its own small venv with pip, from the same wheelhouse or index as
+    the venvs it builds (air-gapped fleets: the wheelhouse holds the uv wheel)."""
+    return [
+        [interpreter, "-m", "venv", tool_venv],
+        [os.path.join(tool_venv, "bin", "python"), "-m", "pip", "install", "--quiet"]
+        + list(args)
+        + ["uv==%s" % version],
+    ]
+
+
+_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def normalize(name):
+    """A distribution name as PEP 503 compares them (Ray, ray, ray_cpp -> ray-cpp)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_name(requirement):
+    """The distribution a requirement string names ('ray[default]==2.60.0' -> 'ray')."""
+    match = _NAME.match(requirement.strip())
+    return normalize(match.group(1)) if match else ""
+
+
+def python_version(venv):
+    """The venv's Python X.Y.Z from its pyvenv.cfg ('' when unreadable)."""
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg")) as handle:
+            for line in handle:
+                key, _, value = line.partition("=")
+                if key.strip() in ("version", "version_info"):
+                    return ".".join(value.strip().split(".")[:3])
+    except OSError:
+        pass
+    return ""
+
+
+def site_packages(venv):
+    """The venv's site-packages directories."""
+    lib = os.path.join(venv, "lib")
+    try:
+        names = sorted(os.listdir(lib))
+    except OSError:
+        return []
+    return [
+        os.path.join(lib, n, "site-packages") for n in names if os.path.isdir(os.path.join(lib, n, "site-packages"))
+    ]
+
+
+def installed_versions(venv, names):
+    """{normalized name: version} of the named distributions installed in the venv, from their .dist-info
+    directories (a name not installed is absent)."""
+    wanted = {normalize(n) for n in names}
+    found = {}
+    for directory in site_packages(venv):
+        for entry in os.listdir(directory):
+            if not entry.endswith(".dist-info"):
+                continue
+            name, _, version = entry[: -len(".dist-info")].rpartition("-")
+            if normalize(name) in wanted:
+                found[normalize(name)] = version
+    return found

@@ -1,0 +1,214 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: python_venv
+short_description: A venv holding pinned requirements, installed with uv or pip only when its record differs
+version_added: "0.3.0"
+description:
+  - Creates O(path) with C(python -m venv) from O(interpreter) when it does not exist, installs O(requirements)
+    into it and removes O(remove), then records what it installed in C(<path>/.rayvllm-requirements). The install
+    runs only when that record differs from the request, so a second run changes nothing, and check mode reports
+    exactly what a run would do.
+  - With O(installer=uv) the install runs with uv O(uv_version), itself put into a small venv of its own under
+    O(uv_root) with pip, from the same wheelhouse or index (so the wheelhouse of an air-gapped fleet holds the uv
+    wheel). uv unpacks wheels in parallel and hard-links them from its cache (O(uv_cache)) into the venv, so a later
+    venv sharing wheels with an earlier one (an upgrade of vLLM that keeps torch) is staged in seconds.
+  - The installer is not part of the record, so switching it does not reinstall a venv.
+  - Reads, without running the venv, its Python version (C(pyvenv.cfg)) and the installed versions of the
+    distributions O(requirements) name (their C(.dist-info) directories).
+author:
+  - rayvllm.fleet maintainers (!UNKNOWN)
+options:
+  path:
+    description: The venv's directory.
+    type: path
+    required: true
+  interpreter:
+    description: The Python the venv is built from.
+    type: path
+    default: /usr/bin/python3
+  requirements:
+    description: Requirement strings, such as C(ray[default]==2.60.0).
+    type: list
+    elements: str
+    required: true
+  remove:
+    description: Distributions uninstalled right after the install; part of the record.
+    type: list
+    elements: str
+    default: []
+  find_links:
+    description:
+      - A wheelhouse directory on the host; packages come from it alone (C(--no-index)). Empty to use an index.
+    type: str
+    default: ""
+  index_url:
+    description: The package index, when O(find_links) is empty; empty for the installer's default index.
+    type: str
+    default: ""
+  source_variable:
+    description: The inventory variable that set O(find_links), named when the wheelhouse is missing.
+    type: str
+    default: find_links
+  installer:
+    description: What installs the requirements. C(pip) is the fallback (slower; compiles every module's bytecode).
+    type: str
+    choices: [uv, pip]
+    default: uv
+  uv_version:
+    description: The exact uv release used with O(installer=uv).
+    type: str
+    default: ""
+  uv_root:
+    description: Directory holding C(<uv_version>/bin/uv), uv's own venv per version.
+    type: path
+    default: /opt/rayvllm/uv
+  uv_cache:
+    description: uv's cache directory on the host (hard-linked into the venvs); empty to use none.
+    type: str
+    default: /var/cache/rayvllm/uv
+  compile_bytecode:
+    description:
+      - Compile the installed modules' bytecode (pip does by default). Services run as an unprivileged user that
+        cannot write C(__pycache__) into the root-owned venv, so without bytecode every start compiles what it
+        imports again.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    description: Reports whether the venv would be installed; changes nothing.
+    support: full
+  diff_mode:
+    description: The venv's record before and after.
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: Ray's venv from the wheelhouse, with uv
+  rayvllm.fleet.python_venv:
+    path: /opt/ray/2.60.0
+    requirements: ["ray[default]==2.60.0"]
+    find_links: /srv/wheelhouse/ray
+    source_variable: ray_wheelhouse_dir
+    uv_version: "0.13.9"
+"""
+
+RETURN = r"""
+python_version:
+  description: The venv's Python X.Y.Z (empty in check mode before the venv exists).
+  returned: always
+  type: str
+  sample: "3.11.2"
+versions:
+  description: Installed version of each distribution O(requirements) names (normalized names), read from the venv.
+  returned: always
+  type: dict
+  sample:
+    ray: "2.60.0"
+installed:
+  description: Whether the requirements were installed by this run (in check mode, would be).
+  returned: always
+  type: bool
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rayvllm.fleet.plugins.module_utils.python_venv import (
+    MARKER,
+    install_commands,
+    installed_versions,
+    marker_text,
+    python_version,
+    requirement_name,
+    source_args,
+    uv_tool_commands,
+)
+
+
+def run(module, argv, environ=None):
+    rc, out, err = module.run_command(argv, environ_update=environ or {})
+    if rc != 0:
+        module.fail_json(
+            msg="%s failed (exit %d): %s" % (" ".join(argv[:4]), rc, (err or out).strip()[-2000:]),
+            rc=rc,
+            stdout=out,
+            stderr=err,
+        )
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            path=dict(type="path", required=True),
+            interpreter=dict(type="path", default="/usr/bin/python3"),
+            requirements=dict(type="list", elements="str", required=True),
+            remove=dict(type="list", elements="str", default=[]),
+            find_links=dict(type="str", default=""),
+            index_url=dict(type="str", default=""),
+            source_variable=dict(type="str", default="find_links"),
+            installer=dict(type="str", choices=["uv", "pip"], default="uv"),
+            uv_version=dict(type="str", default=""),
+            uv_root=dict(type="path", default="/opt/rayvllm/uv"),
+            uv_cache=dict(type="str", default="/var/cache/rayvllm/uv"),
+            compile_bytecode=dict(type="bool", default=True),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    venv = p["path"]
+    if p["find_links"] and not os.path.isdir(p["find_links"]):
+        module.fail_json(
+            msg='%s=%s does not exist on this host. Copy or mount the wheels there, or set %s: "" to install from '
+            "an index." % (p["source_variable"], p["find_links"], p["source_variable"])
+        )
+    args = source_args(p["find_links"], p["index_url"])
+    want = marker_text(p["interpreter"], p["requirements"], args, p["remove"])
+    marker = os.path.join(venv, MARKER)
+    try:
+        with open(marker) as handle:
+            have = handle.read()
+    except OSError:
+        have = ""
+    installed = have != want
+    result = dict(changed=installed, installed=installed, diff=dict(before=have, after=want))
+    if installed and not module.check_mode:
+        environ = {"PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        uv = None
+        if p["installer"] == "uv":
+            if not p["uv_version"]:
+                module.fail_json(msg="installer=uv needs uv_version (an exact uv release).")
+            tool = os.path.join(p["uv_root"], p["uv_version"])
+            uv = os.path.join(tool, "bin", "uv")
+            if not os.access(uv, os.X_OK):
+                for argv in uv_tool_commands(p["interpreter"], tool, p["uv_version"], args):
+                    run(module, argv, environ)
+            # Never a Python of uv's own, nor a uv.toml of the host's: the venv is what the arguments say.
+            environ.update(UV_PYTHON_DOWNLOADS="never", UV_NO_CONFIG="1")
+            if p["uv_cache"]:
+                environ["UV_CACHE_DIR"] = p["uv_cache"]
+            else:
+                environ["UV_NO_CACHE"] = "1"
+        if not os.path.exists(os.path.join(venv, "bin", "python")):
+            run(module, [p["interpreter"], "-m", "venv", venv], environ)
+        for argv in install_commands(
+            p["installer"], venv, p["requirements"], args, p["remove"], uv=uv, compile_bytecode=p["compile_bytecode"]
+        ):
+            run(module, argv, environ)
+        # The record last: an install cut short is redone by the next run.
+        with open(marker, "w") as handle:
+            handle.write(want)
+        os.chmod(marker, 0o644)
+    result["python_version"] = python_version(venv)
+    result["versions"] = installed_versions(venv, [requirement_name(r) for r in p["requirements"]])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
