@@ -1,6 +1,7 @@
 """The changelog (antsibull-changelog: changelogs/fragments, changelogs/changelog.yaml, CHANGELOG.rst) lints and is
-generated from changelog.yaml, and the version galaxy.yml declares is the unreleased one."""
+generated from changelog.yaml, and the version galaxy.yml declares is the unreleased one the README names."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,11 @@ def antsibull_changelog(*args, cwd=ROOT):
 def test_galaxy_declares_the_unreleased_version_after_every_release():
     assert GALAXY["version"] not in RELEASES, "galaxy.yml's version is released: start the next one"
     assert all(_version(GALAXY["version"]) > _version(v) for v in RELEASES)
+
+
+def test_the_readme_names_galaxys_version():
+    found = re.findall(r"Version (\d+\.\d+\.\d+)", (ROOT / "README.md").read_text())
+    assert found == [GALAXY["version"]], found
 
 
 def test_fragments_and_changelog_yaml_lint():
