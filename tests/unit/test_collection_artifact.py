@@ -1,4 +1,5 @@
-"""The built collection holds the collection, not the repository's inventories, sandbox, tests or tooling."""
+"""The built collection holds the collection and its documentation and changelog, not the repository's inventories,
+sandbox, tests or tooling, nor the changelog's unreleased fragments."""
 
 import subprocess
 import sys
@@ -20,6 +21,11 @@ def test_artifact_contents(tmp_path):
     with tarfile.open(artifact) as tar:
         names = tar.getnames()
     top = {n.split("/")[0] for n in names}
-    assert top == {"CHANGELOG.md", "FILES.json", "MANIFEST.json", "README.md", "meta", "playbooks", "plugins", "roles"}
+    assert top == {
+        "CHANGELOG.rst", "FILES.json", "MANIFEST.json", "README.md", "changelogs", "docs", "meta", "playbooks",
+        "plugins", "roles",
+    }  # fmt: skip
     assert "playbooks/site.yml" in names and "roles/fleet_facts/tasks/main.yml" in names
+    assert "changelogs/changelog.yaml" in names and "docs/variables.md" in names
+    assert not [n for n in names if n.startswith("changelogs/fragments")]
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
