@@ -84,7 +84,10 @@ class Load:
 
     def figures(self):
         latencies = sorted(t for ok, t in self.results if ok)
-        p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else float("nan")  # noqa: E731
+
+        def p(q):
+            return latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else float("nan")
+
         return {"requests": len(self.results), "failed": sum(1 for ok, _ in self.results if not ok),
                 "per_s": len(latencies) / self.elapsed, "p50_ms": 1000 * (statistics.median(latencies) if latencies
                 else float("nan")), "p99_ms": 1000 * p(0.99)}  # fmt: skip

@@ -87,16 +87,18 @@ def decide(state, backends, in_rotation, probes, holds, now, settings=None):
         if url not in rotation:
             continue
         if entry["failures"] < int(settings["failures"]):
-            messages.append("%s: completion failed (%s), %d of %d" % (url, probe.get("error"), entry["failures"],
-                                                                       int(settings["failures"])))  # fmt: skip
+            messages.append(
+                "%s: completion failed (%s), %d of %d"
+                % (url, probe.get("error"), entry["failures"], int(settings["failures"]))
+            )
         elif len(rotation) == 1:
             messages.append(
                 "%s: %d completions failed in a row (last: %s), but it is the last backend in rotation: kept"
                 % (url, entry["failures"], probe.get("error"))
             )
         else:
-            actions.append(("remove", url, "%d completions failed in a row (last: %s)" % (entry["failures"],
-                                                                                      probe.get("error"))))  # fmt: skip
+            why = "%d completions failed in a row (last: %s)" % (entry["failures"], probe.get("error"))
+            actions.append(("remove", url, why))
             rotation.remove(url)
     return state, actions, messages
 
