@@ -252,7 +252,7 @@ class CompletionPoller:
                     first_failure = started - self.started
         if failing:
             longest = max(longest, self.ended - last_ok)
-        failed = sum(1 for _, ok in self.results if not ok)
+        failed = sum(1 for _started, ok in self.results if not ok)
         return {"requests": len(self.results), "failed": failed, "longest_gap_s": round(longest, 1),
                 "first_failure_s": None if first_failure is None else round(first_failure, 1)}  # fmt: skip
 

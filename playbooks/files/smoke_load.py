@@ -51,7 +51,7 @@ def main(url, model, requests, concurrency, max_tokens, deadline_s):
     if env_file:
         with open(env_file) as handle:
             for line in handle:
-                name, _, value = line.strip().partition("=")
+                name, _equals, value = line.strip().partition("=")
                 if name == "VLLM_API_KEY":
                     # env_file filter quoting: "..." with \ " $ ` escaped
                     key = re.sub(r"\\(.)", r"\1", value[1:-1] if value.startswith('"') else value)
