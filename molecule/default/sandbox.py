@@ -100,7 +100,7 @@ def playbook(playbook_path, *extra, env=None, inventory=None):
     proc = subprocess.run(
         [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory or INVENTORY),
          str(ROOT / playbook_path), *extra],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False,
     )  # fmt: skip
     return proc.returncode, proc.stdout + proc.stderr
 

@@ -294,7 +294,7 @@ def build(heads, workers, hosts, defaults, monitoring=(), routers=()):
             # The name clients ask for: vllm_served_model_name, else the last part of model_path.
             "served_model_name": str(
                 head_vars.get("vllm_served_model_name")
-                or str(head_vars.get("model_path") or "").rstrip("/").split("/")[-1]
+                or str(head_vars.get("model_path") or "").rstrip("/").rsplit("/", maxsplit=1)[-1]
             ),
             "head": head,
             "workers": list(cluster["workers"]),

@@ -360,6 +360,7 @@ def run_module(args):
         text=True,
         env=env,
         timeout=60,
+        check=False,
     )
     return proc, json.loads(proc.stdout)
 

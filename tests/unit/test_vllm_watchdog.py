@@ -12,9 +12,9 @@ FAIL = {"ok": False, "error": "no answer after 15.0 s", "tokens": 50.0}
 OK = {"ok": True, "error": "", "tokens": 51.0}
 
 
-def run(probes, start=2000.0, step=25.0, state=None, unit=RUNNING, settings=None):
-    """Feed probes one every `step` s; [(action, message), ...] and the last state."""
-    state, out = state or wd.new_state(), []
+def run(probes, start=2000.0, step=25.0, state=None, unit=None, settings=None):
+    """Feed probes one every `step` s (the unit RUNNING unless given); [(action, message), ...] and the last state."""
+    state, out, unit = state or wd.new_state(), [], RUNNING if unit is None else unit
     for i, probe in enumerate(probes):
         state, action, message = wd.decide(state, unit, probe, start + i * step, settings)
         out.append((action, message))

@@ -40,7 +40,9 @@ RECOVERY_BOUND = 600  # seconds a fault may take to heal before the test fails (
 
 
 def sh(host, command, check=True):
-    proc = subprocess.run(["docker", "exec", host, "bash", "-c", command], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["docker", "exec", host, "bash", "-c", command], capture_output=True, text=True, timeout=120, check=False
+    )
     if check and proc.returncode:
         raise AssertionError(f"{host}: {command}: {proc.stderr or proc.stdout}")
     return proc.stdout.strip()

@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 import testinfra
 import yaml
-from conftest import (
+from sandbox import (
     DASHBOARD_DIR,
     DATASOURCE_UID,
     GRAFANA_DIR,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import testinfra
-from conftest import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, bearer_request, playbook, ray_api, vllm_api_key
+from sandbox import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, bearer_request, playbook, ray_api, vllm_api_key
 
 testinfra_hosts = ["ansible://ray-head"]  # cluster default's head (cluster b: tests/test_router.py)
 ROOT = Path(__file__).resolve().parents[3]
