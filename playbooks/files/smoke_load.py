@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A short, bounded load against an OpenAI-compatible /v1/completions endpoint.
 
     smoke_load.py URL MODEL REQUESTS CONCURRENCY MAX_TOKENS DEADLINE_S   (API key: VLLM_API_KEY of the environment file
