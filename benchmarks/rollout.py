@@ -70,7 +70,7 @@ class Load:
 
     def run(self):
         self._inflight, self.started = 0, time.monotonic()
-        self.threads = [threading.Thread(target=self._client, daemon=True) for _ in range(CONCURRENCY)]
+        self.threads = [threading.Thread(target=self._client, daemon=True) for _client in range(CONCURRENCY)]
         for thread in self.threads:
             thread.start()
         return self
@@ -84,8 +84,11 @@ class Load:
 
     def figures(self):
         latencies = sorted(t for ok, t in self.results if ok)
-        p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else float("nan")  # noqa: E731
-        return {"requests": len(self.results), "failed": sum(1 for ok, _ in self.results if not ok),
+
+        def p(q):
+            return latencies[min(len(latencies) - 1, int(q * len(latencies)))] if latencies else float("nan")
+
+        return {"requests": len(self.results), "failed": sum(1 for ok, _latency in self.results if not ok),
                 "per_s": len(latencies) / self.elapsed, "p50_ms": 1000 * (statistics.median(latencies) if latencies
                 else float("nan")), "p99_ms": 1000 * p(0.99)}  # fmt: skip
 

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the benchmarks from the repository root: the controller venv, the sandbox prerequisites
 # (Docker engine, host image, wheelhouse) and the environment molecule needs.
 bash scripts/controller-venv.sh
@@ -15,4 +16,13 @@ sandbox_fleet() {
     molecule create -s default >/dev/null 2>&1
     molecule converge -s default >".cache/bench-$1-converge.log" 2>&1
   fi
+}
+
+# The inventory molecule wrote for the `default` scenario: the one in its newest ~/.ansible/tmp directory.
+molecule_inventory() {
+  local dir newest=""
+  for dir in "$HOME"/.ansible/tmp/molecule.*.default; do
+    if [ -z "$newest" ] || [ "$dir" -nt "$newest" ]; then newest=$dir; fi
+  done
+  echo "$newest/inventory/ansible_inventory.yml"
 }

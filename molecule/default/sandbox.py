@@ -100,7 +100,7 @@ def playbook(playbook_path, *extra, env=None, inventory=None):
     proc = subprocess.run(
         [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory or INVENTORY),
          str(ROOT / playbook_path), *extra],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False,
     )  # fmt: skip
     return proc.returncode, proc.stdout + proc.stderr
 
@@ -252,7 +252,7 @@ class CompletionPoller:
                     first_failure = started - self.started
         if failing:
             longest = max(longest, self.ended - last_ok)
-        failed = sum(1 for _, ok in self.results if not ok)
+        failed = sum(1 for _started, ok in self.results if not ok)
         return {"requests": len(self.results), "failed": failed, "longest_gap_s": round(longest, 1),
                 "first_failure_s": None if first_failure is None else round(first_failure, 1)}  # fmt: skip
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """A short, bounded load against an OpenAI-compatible /v1/completions endpoint.
 
     smoke_load.py URL MODEL REQUESTS CONCURRENCY MAX_TOKENS DEADLINE_S   (API key: VLLM_API_KEY of the environment file
@@ -51,7 +50,7 @@ def main(url, model, requests, concurrency, max_tokens, deadline_s):
     if env_file:
         with open(env_file) as handle:
             for line in handle:
-                name, _, value = line.strip().partition("=")
+                name, _equals, value = line.strip().partition("=")
                 if name == "VLLM_API_KEY":
                     # env_file filter quoting: "..." with \ " $ ` escaped
                     key = re.sub(r"\\(.)", r"\1", value[1:-1] if value.startswith('"') else value)

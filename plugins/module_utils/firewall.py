@@ -56,7 +56,7 @@ def _quote(text):
 
 
 def _ports(ports):
-    return _set([str(p) for p in sorted(set(ports), key=lambda p: int(str(p).split("-")[0]))])
+    return _set([str(p) for p in sorted(set(ports), key=lambda p: int(str(p).split("-", maxsplit=1)[0]))])
 
 
 def _accept(v4, v6, match, comment):

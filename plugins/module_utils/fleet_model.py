@@ -296,7 +296,9 @@ def build(heads, workers, hosts, defaults, monitoring=(), routers=()):
             # vllm role's defaults: vllm_model_path, else model_path).
             "served_model_name": str(
                 head_vars.get("vllm_served_model_name")
-                or str(head_vars.get("vllm_model_path") or head_vars.get("model_path") or "").rstrip("/").split("/")[-1]
+                or str(head_vars.get("vllm_model_path") or head_vars.get("model_path") or "")
+                .rstrip("/")
+                .rsplit("/", maxsplit=1)[-1]
             ),
             "head": head,
             "workers": list(cluster["workers"]),

@@ -3,8 +3,8 @@
 # Apache License 2.0 (see LICENSE)
 """Read the Ray dashboard's state API and decide whether a cluster is complete.
 
-Plain Python, standard library only: unit-tested without Ansible or Ray, and
-shipped to managed hosts by Ansible's module_utils mechanism.
+Plain Python: unit-tested without Ray, and shipped to managed hosts by Ansible's
+module_utils mechanism. Requests go out with Ansible's open_url (module_utils/http_request.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import time
 
 from urllib.error import HTTPError, URLError
 from urllib.parse import urlencode
-from urllib.request import Request, urlopen
+from urllib.request import Request
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import open_request
 
 ALIVE_NODES_QUERY = urlencode(
     {"filter_keys": "state", "filter_predicates": "=", "filter_values": "ALIVE", "limit": 10000, "detail": "true"}
@@ -109,7 +111,7 @@ def fetch_nodes(dashboard_url, token=None, timeout=10.0, opener=None):
     if token:
         headers["Authorization"] = "Bearer %s" % token
     request = Request(nodes_url(dashboard_url), headers=headers)
-    opener = opener or urlopen
+    opener = opener or open_request
     try:
         response = opener(request, timeout=timeout)
         try:

@@ -3,8 +3,8 @@
 # Apache License 2.0 (see LICENSE)
 """Ask a vLLM OpenAI-compatible server whether it really serves a model.
 
-Plain Python, standard library only: unit-tested without Ansible or vLLM, and
-shipped to managed hosts by Ansible's module_utils mechanism.
+Plain Python: unit-tested without vLLM, and shipped to managed hosts by Ansible's
+module_utils mechanism. Requests go out with Ansible's open_url (module_utils/http_request.py).
 
 The API key is sent as ``Authorization: Bearer <key>`` and never appears in a
 message, an exception or a return value: any excerpt of a server's answer is
@@ -19,8 +19,9 @@ import time
 
 from http.client import HTTPException
 from urllib.error import HTTPError, URLError
-from urllib.request import Request, urlopen
+from urllib.request import Request
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import open_request
 from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_state import num_text
 
 DEFAULT_REQUEST_TIMEOUT = 10.0
@@ -74,7 +75,7 @@ def _reason(exc):
 
 def _fetch(request, timeout, opener):
     """Send ``request``; return ``(status, body)``, HTTP errors included. No answer raises _NoAnswer."""
-    opener = opener or urlopen
+    opener = opener or open_request
     try:
         response = opener(request, timeout=timeout)
         try:

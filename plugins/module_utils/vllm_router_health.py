@@ -66,7 +66,7 @@ def decide(state, backends, in_rotation, probes, holds, now, settings=None):
     rotation = [u for u in in_rotation if u in backends]
     actions, messages = [], []
     for url in backends:
-        held, _ = hold_of(holds.get(url), now)
+        held, _rollout = hold_of(holds.get(url), now)
         entry = state[url]
         if held:
             entry.update(failures=0, successes=0)
@@ -87,16 +87,18 @@ def decide(state, backends, in_rotation, probes, holds, now, settings=None):
         if url not in rotation:
             continue
         if entry["failures"] < int(settings["failures"]):
-            messages.append("%s: completion failed (%s), %d of %d" % (url, probe.get("error"), entry["failures"],
-                                                                       int(settings["failures"])))  # fmt: skip
+            messages.append(
+                "%s: completion failed (%s), %d of %d"
+                % (url, probe.get("error"), entry["failures"], int(settings["failures"]))
+            )
         elif len(rotation) == 1:
             messages.append(
                 "%s: %d completions failed in a row (last: %s), but it is the last backend in rotation: kept"
                 % (url, entry["failures"], probe.get("error"))
             )
         else:
-            actions.append(("remove", url, "%d completions failed in a row (last: %s)" % (entry["failures"],
-                                                                                      probe.get("error"))))  # fmt: skip
+            why = "%d completions failed in a row (last: %s)" % (entry["failures"], probe.get("error"))
+            actions.append(("remove", url, why))
             rotation.remove(url)
     return state, actions, messages
 
@@ -133,21 +135,14 @@ def hold_path(state_dir, instance, cluster):
 
 def metrics(rows):
     """Node exporter textfile lines: rows of (model, cluster, in rotation, rollout hold, consecutive failures)."""
-    out = [
-        "# HELP vllm_router_backend_in_rotation Whether the router sends this backend requests (1) or not (0).",
-        "# TYPE vllm_router_backend_in_rotation gauge",
-    ]
-    out += ['vllm_router_backend_in_rotation{model="%s",backend="%s"} %d' % (m, c, r) for m, c, r, _, _ in rows]
-    out += [
-        "# HELP vllm_router_backend_rollout Whether a running rollout holds this backend out on purpose (1).",
-        "# TYPE vllm_router_backend_rollout gauge",
-    ]
-    out += ['vllm_router_backend_rollout{model="%s",backend="%s"} %d' % (m, c, h) for m, c, _, h, _ in rows]
-    out += [
-        "# HELP vllm_router_backend_probe_failures Failed completion probes in a row.",
-        "# TYPE vllm_router_backend_probe_failures gauge",
-    ]
-    out += ['vllm_router_backend_probe_failures{model="%s",backend="%s"} %d' % (m, c, f) for m, c, _, _, f in rows]
+    out = []
+    for name, column, meaning in (
+        ("vllm_router_backend_in_rotation", 2, "Whether the router sends this backend requests (1) or not (0)."),
+        ("vllm_router_backend_rollout", 3, "Whether a running rollout holds this backend out on purpose (1)."),
+        ("vllm_router_backend_probe_failures", 4, "Failed completion probes in a row."),
+    ):
+        out += ["# HELP %s %s" % (name, meaning), "# TYPE %s gauge" % name]
+        out += ['%s{model="%s",backend="%s"} %d' % (name, row[0], row[1], row[column]) for row in rows]
     return "\n".join(out) + "\n"
 
 

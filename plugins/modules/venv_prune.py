@@ -100,7 +100,7 @@ def main():
         module.fail_json(msg="keep must be 0 or more, got %d" % keep)
 
     venvs = installed_venvs(root)
-    _, candidates = prune_plan(venvs, current, keep)
+    _kept, candidates = prune_plan(venvs, current, keep)
     linked = os.path.realpath(os.path.join(root, "current"))
     in_use = paths_in_use(candidates) | ({linked} & set(candidates))
     kept, pruned = prune_plan(venvs, current, keep, in_use)

@@ -154,7 +154,7 @@ def main():
             api_key=dict(type="str", no_log=True, default=""),
             model=dict(type="str", required=True),
             prompt=dict(type="str", default="The capital of France is"),
-            max_tokens=dict(type="int", default=4),
+            max_tokens=dict(type="int", default=4, no_log=False),
             timeout=dict(type="int", default=900),
             interval=dict(type="float", default=5),
             service=dict(type="str", default=""),

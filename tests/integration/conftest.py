@@ -26,7 +26,9 @@ LOOPBACK_ADDRESSES = [f"127.0.0.{n}" for n in range(1, 9)]
 @pytest.fixture(scope="session", autouse=True)
 def loopback_addresses():
     """127.0.0.2-8 as secondary loopback addresses for the test's run (needs root, as CI runs)."""
-    shown = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", "lo"], capture_output=True, text=True).stdout
+    shown = subprocess.run(
+        ["ip", "-4", "-o", "addr", "show", "dev", "lo"], capture_output=True, text=True, check=True
+    ).stdout
     added = []
     for address in LOOPBACK_ADDRESSES[1:]:
         if f"inet {address}/" not in shown:
@@ -69,6 +71,7 @@ def run_preflight(tmp_path):
             capture_output=True,
             text=True,
             timeout=300,
+            check=False,
         )
         return proc.returncode, proc.stdout + proc.stderr
 

@@ -122,10 +122,10 @@ def test_fleet_model_exposure_of_a_head_a_worker_and_a_monitoring_host():
 
 @pytest.mark.skipif(not shutil.which("nft"), reason="nft not installed on this machine")
 def test_nft_accepts_the_rule_set(tmp_path):
-    text, _ = ruleset("ray-head", HEAD_EXPOSURE, admin_cidrs=["10.77.0.1/32", "fd00::/64"])
+    text, _problems = ruleset("ray-head", HEAD_EXPOSURE, admin_cidrs=["10.77.0.1/32", "fd00::/64"])
     path = tmp_path / "fw.nft"
     path.write_text(text)
-    proc = subprocess.run(["nft", "-c", "-f", str(path)], capture_output=True, text=True)
+    proc = subprocess.run(["nft", "-c", "-f", str(path)], capture_output=True, text=True, check=False)
     if proc.returncode and "Operation not permitted" in proc.stderr:
         pytest.skip("nft -c needs CAP_NET_ADMIN")
     assert proc.returncode == 0, proc.stderr
@@ -201,7 +201,7 @@ def test_ufw_rules_we_wrote_before_are_read_back_from_the_tuples():
 
 
 def test_ufw_plan_removes_only_our_stale_rules_and_never_readds_what_the_operator_allows():
-    found, _ = openings("ray-head", {"members": ["10.77.0.11"]})
+    found, _problems = openings("ray-head", {"members": ["10.77.0.11"]})
     plan = ufw_plan(found, USER_RULES)
     # SSH from anywhere on 22/tcp: the operator's own rule already allows it (adding ours would relabel
     # theirs, and removing ours later would remove their SSH).
@@ -216,7 +216,7 @@ def test_ufw_plan_removes_only_our_stale_rules_and_never_readds_what_the_operato
 
 
 def test_ufw_without_rules_of_ours_nothing_to_remove():
-    found, _ = openings("ray-head", HEAD_EXPOSURE)
+    found, _problems = openings("ray-head", HEAD_EXPOSURE)
     plan = ufw_plan(found, "")
     assert plan["stale"] == [] and plan["rules"] == ufw_rules(found)
 
@@ -233,7 +233,7 @@ def test_ufw_left_to_the_operator_removes_ours_but_the_ssh_rules_that_keep_the_c
 
 
 def test_ufw_one_rule_when_the_ssh_port_and_ansibles_own_port_are_the_same():
-    found, _ = openings("ray-head", {}, ssh_ports=[22, 22], ssh_cidrs=["192.0.2.7"])
+    found, _problems = openings("ray-head", {}, ssh_ports=[22, 22], ssh_cidrs=["192.0.2.7"])
     assert [(r["from_ip"], r["to_port"]) for r in ufw_rules(found)] == [("192.0.2.7", "22")]
 
 
@@ -268,7 +268,9 @@ def test_firewalld_rich_rules_one_per_source_and_port_anywhere_without_source():
 def test_firewalld_policy_is_well_formed_xml_from_any_zone_to_the_host():
     import xml.etree.ElementTree as ET
 
-    found, _ = openings("ray-head", HEAD_EXPOSURE, extra_rules=[{"ports": [7], "comment": "a -- <tricky> & comment"}])
+    found, _problems = openings(
+        "ray-head", HEAD_EXPOSURE, extra_rules=[{"ports": [7], "comment": "a -- <tricky> & comment"}]
+    )
     text = firewalld_xml("ray-head", found)
     assert text.startswith('<?xml version="1.0" encoding="utf-8"?>\n')
     policy = ET.fromstring(text.encode())

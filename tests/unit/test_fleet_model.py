@@ -87,7 +87,7 @@ def test_the_model_does_not_depend_on_the_order_the_inventory_lists_its_hosts():
     hosts = {"a1": host("10.0.0.1", "a"), "a2": host("10.0.0.2", "a"), "a3": host("10.0.0.3", "a")}
     hosts["b1"] = host("10.0.1.1", "b", ray_gcs_port=6380)
     first, problems = build(["a1", "b1"], ["a2", "a3"], hosts, monitoring=["a1"])
-    again, _ = build(["b1", "a1"], ["a3", "a2"], hosts, monitoring=["a1"])
+    again, _problems = build(["b1", "a1"], ["a3", "a2"], hosts, monitoring=["a1"])
     assert problems == []
     assert json.dumps(first) == json.dumps(again)
     assert first["clusters"]["a"]["hosts"] == ["a1", "a2", "a3"]
@@ -123,7 +123,7 @@ def test_interface_names_with_dashes_are_found():
 )
 def test_membership_problems(heads, workers, clusters, message):
     hosts = {name: host("10.0.0.%d" % (i + 1), clusters.get(name)) for i, name in enumerate("ab")}
-    _, problems = build(heads, workers, hosts)
+    _model, problems = build(heads, workers, hosts)
     assert any(message in p for p in problems), problems
 
 
@@ -131,7 +131,7 @@ def test_membership_problems(heads, workers, clusters, message):
 def test_settings_that_differ_inside_a_cluster(key):
     hosts = {"a": host("10.0.0.1", "c"), "b": host("10.0.0.2", "c"), "x": host("10.0.1.1", "other")}
     hosts["b"]["vars"][key] = 1234
-    _, problems = build(["a", "x"], ["b"], hosts)
+    _model, problems = build(["a", "x"], ["b"], hosts)
     assert len(problems) == 1, problems
     assert problems[0].startswith("cluster 'c': %s must be the same on every node, but it is " % key)
     assert "1234 on b" in problems[0] and "%s on a" % hosts["a"]["vars"].get(key, DEFAULTS.get(key)) in problems[0]
@@ -145,7 +145,7 @@ def test_clusters_may_differ_from_each_other():
 
 def test_an_address_on_no_interface():
     hosts = {"h": {"vars": {**PINNED, "ray_node_ip": "10.9.9.9"}, "facts": facts("10.0.0.1")}}
-    _, problems = build(["h"], [], hosts)
+    _model, problems = build(["h"], [], hosts)
     assert problems == [
         "ray_node_ip 10.9.9.9 is on no interface of h (its addresses: eth0 10.0.0.1, lo 127.0.0.1): Ray, vLLM and NCCL "
         "would advertise an address nobody reaches. Set ray_node_ip to one of its addresses."
@@ -154,14 +154,14 @@ def test_an_address_on_no_interface():
 
 def test_two_hosts_with_one_address_across_clusters():
     hosts = {"a": host("10.0.0.1", "a"), "b": host("10.0.0.1", "b")}
-    _, problems = build(["a", "b"], [], hosts)
+    _model, problems = build(["a", "b"], [], hosts)
     assert problems == [
         "a, b share the address 10.0.0.1 (ray_node_ip): every Ray node needs its own. Set ray_node_ip per host."
     ]
 
 
 def test_no_default_address():
-    _, problems = build(["h"], [], {"h": {"vars": PINNED, "facts": {"interfaces": ["lo"]}}})
+    _model, problems = build(["h"], [], {"h": {"vars": PINNED, "facts": {"interfaces": ["lo"]}}})
     assert problems == [
         "h has no default IPv4 address: set ray_node_ip to the address it uses for the cluster network."
     ]
@@ -172,7 +172,7 @@ def test_monitoring_urls():
         "h": host("10.0.0.1"),
         "mon": {"vars": {"prometheus_web_listen_address": "0.0.0.0:9091"}, "facts": {}, "ansible_host": "10.0.5.5"},
     }
-    model, _ = build(["h"], [], hosts, monitoring=["mon"])
+    model, _problems = build(["h"], [], hosts, monitoring=["mon"])
     assert model["monitoring"] == {
         "host": "mon",
         "address": "10.0.5.5",
@@ -183,7 +183,7 @@ def test_monitoring_urls():
         "addresses": {"mon": "10.0.5.5"},
         "alertmanagers": ["10.0.5.5:9093"],
     }
-    model, _ = build(["h"], [], {"h": host("10.0.0.1")}, monitoring=["h"])
+    model, _problems = build(["h"], [], {"h": host("10.0.0.1")}, monitoring=["h"])
     assert model["monitoring"]["prometheus_url"] == "http://10.0.0.1:9090"
     assert build(["h"], [], {"h": host("10.0.0.1")})[0]["monitoring"]["host"] == ""
 
@@ -251,7 +251,7 @@ def test_every_prometheus_sends_to_every_alertmanager_and_they_gossip():
         assert m1[("Alertmanager cluster", proto)]["ports"] == [9094]
     assert not any(s["name"].startswith("Alertmanager") for s in model["firewall"]["m3"]["services"])
     # One monitoring host: no gossip port is opened.
-    model, _ = build(["h"], [], hosts, monitoring=["m1"])
+    model, _problems = build(["h"], [], hosts, monitoring=["m1"])
     assert [s["name"] for s in model["firewall"]["m1"]["services"] if s["name"].startswith("Alertmanager")] == [
         "Alertmanager"
     ]
@@ -298,7 +298,7 @@ def test_without_a_router_group_the_clusters_keep_their_own_keys():
 
 
 def test_a_router_with_no_cluster_behind_it_is_refused():
-    _, problems = fm.build([], [], {"r": {"vars": {}, "facts": {}}}, DEFAULTS, [], ["r"])
+    _model, problems = fm.build([], [], {"r": {"vars": {}, "facts": {}}}, DEFAULTS, [], ["r"])
     assert any("the router group has hosts (r) but the inventory serves no model" in p for p in problems)
 
 
@@ -308,7 +308,7 @@ def test_several_models_need_a_port_each():
         "b1": host("10.0.1.1", "b", vllm_served_model_name="qwen"),
         "r": {"vars": {}, "facts": {}, "ansible_host": "10.0.9.1"},
     }
-    _, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])
+    _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])
     assert any("serve 2 models (llama, qwen)" in p and "router_model_ports" in p for p in problems)
     hosts["r"]["vars"]["router_model_ports"] = {"llama": {"port": 30000, "metrics_port": 29000},
                                                 "qwen": {"port": 30001, "metrics_port": 29001}}  # fmt: skip
@@ -325,15 +325,15 @@ def test_two_models_on_one_router_port_are_refused():
                                               "qwen": {"port": 30000, "metrics_port": 29001}}},
               "facts": {}, "ansible_host": "10.0.9.1"},
     }  # fmt: skip
-    _, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])
+    _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])
     assert any(
         "port 30000 on router host r is wanted by llama's router port, qwen's router port" in p for p in problems
     )
 
 
 def test_a_port_for_a_model_nobody_serves_is_refused():
-    _, problems = routed(router_model_ports={"llama": {"port": 30000, "metrics_port": 29000},
-                                             "qwen": {"port": 30001, "metrics_port": 29001}})  # fmt: skip
+    _model, problems = routed(router_model_ports={"llama": {"port": 30000, "metrics_port": 29000},
+                                                  "qwen": {"port": 30001, "metrics_port": 29001}})  # fmt: skip
     assert any("router_model_ports names qwen, which no cluster serves" in p for p in problems)
 
 
@@ -342,11 +342,11 @@ def test_a_router_port_taken_by_another_service_on_its_host_is_refused():
         "a1": host("10.0.0.1", "a", vllm_served_model_name="llama"),
         "b1": host("10.0.1.1", "b", vllm_served_model_name="llama", router_port=8000),
     }
-    _, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, ["a1"], ["a1", "b1"])
+    _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, ["a1"], ["a1", "b1"])
     assert any("router hosts disagree on router_port" in p for p in problems)
     hosts["a1"]["vars"]["router_port"] = 8000
-    _, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, ["a1"], ["a1", "b1"])
+    _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, ["a1"], ["a1", "b1"])
     assert any("port 8000 on router host a1 is wanted by llama's router port, vLLM" in p for p in problems)
     hosts["a1"]["vars"]["router_port"] = hosts["b1"]["vars"]["router_port"] = 9090
-    _, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, ["a1"], ["a1", "b1"])
+    _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, ["a1"], ["a1", "b1"])
     assert any("port 9090 on router host a1 is wanted by llama's router port, Prometheus" in p for p in problems)

@@ -96,7 +96,7 @@ def test_wait_zero_timeout_polls_once():
         return []
 
     fc = FakeClock()
-    ok, _, _ = ray_state.wait_for_cluster(fetch, 1, timeout=0, clock=fc.clock, sleep=fc.sleep)
+    ok, _summary, _error = ray_state.wait_for_cluster(fetch, 1, timeout=0, clock=fc.clock, sleep=fc.sleep)
     assert not ok and calls == [1] and fc.sleeps == []
 
 

@@ -103,10 +103,10 @@ class FakeVllm:
         self.thread = threading.Thread(target=self.server.serve_forever, args=(0.01,), daemon=True)
 
     def count(self, method, path):
-        return sum(1 for m, p, _ in self.calls if (m, p) == (method, path))
+        return sum(1 for m, p, _auth in self.calls if (m, p) == (method, path))
 
     def auth_headers(self):
-        return [auth for _, _, auth in self.calls]
+        return [auth for _method, _path, auth in self.calls]
 
 
 @pytest.fixture
@@ -206,7 +206,7 @@ def test_ready_after_health_503s(fake):
     assert result["completion_tokens"] == 4 and result["models"] == [MODEL]
     assert isinstance(result["completion_s"], float)
     assert set(result) == {"health_wait_s", "completion_tokens", "completion_s", "models"}
-    assert [(m, p) for m, p, _ in fake.calls] == [
+    assert [(m, p) for m, p, _auth in fake.calls] == [
         ("GET", "/health"),
         ("GET", "/health"),
         ("GET", "/health"),
@@ -360,6 +360,7 @@ def run_module(args):
         text=True,
         env=env,
         timeout=60,
+        check=False,
     )
     return proc, json.loads(proc.stdout)
 

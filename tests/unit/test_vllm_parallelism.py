@@ -104,6 +104,7 @@ def run_module(tmp_path, **args):
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(ROOT / "collections")},
+        check=False,
     )
     return json.loads(proc.stdout)
 

@@ -19,40 +19,40 @@ def round_(state, rotation, probes, holds=None, **settings):
 def test_a_backend_failing_completions_leaves_rotation_after_the_threshold():
     state, actions, messages = round_({}, [A, B], {A: OK, B: FAIL})
     assert actions == [] and "1 of 2" in messages[0]
-    state, actions, _ = round_(state, [A, B], {A: OK, B: FAIL})
+    state, actions, _messages = round_(state, [A, B], {A: OK, B: FAIL})
     assert actions == [("remove", B, "2 completions failed in a row (last: no answer after 15.0 s)")]
 
 
 def test_the_last_backend_in_rotation_is_kept():
-    state, _, _ = round_({}, [B], {A: FAIL, B: FAIL})
+    state, _actions, _messages = round_({}, [B], {A: FAIL, B: FAIL})
     state, actions, messages = round_(state, [B], {A: FAIL, B: FAIL})
     assert actions == [] and "last backend in rotation: kept" in messages[0]
 
 
 def test_a_recovered_backend_comes_back_after_successes_in_a_row():
-    state, actions, _ = round_({}, [A], {A: OK, B: OK})
+    state, actions, _messages = round_({}, [A], {A: OK, B: OK})
     assert actions == []
-    state, actions, _ = round_(state, [A], {A: OK, B: FAIL})
+    state, actions, _messages = round_(state, [A], {A: OK, B: FAIL})
     assert actions == [] and state[B]["successes"] == 0
-    state, _, _ = round_(state, [A], {A: OK, B: OK})
-    state, actions, _ = round_(state, [A], {A: OK, B: OK})
+    state, _actions, _messages = round_(state, [A], {A: OK, B: OK})
+    state, actions, _messages = round_(state, [A], {A: OK, B: OK})
     assert actions == [("add", B, "2 completions in a row")]
 
 
 def test_a_held_backend_is_taken_out_and_never_put_back_while_held():
     hold = {"until": NOW + 600, "by": "ansible-playbook (Switch)", "reason": "upgrade in progress"}
-    state, actions, _ = round_({}, [A, B], {A: OK}, {B: hold})
+    state, actions, _messages = round_({}, [A, B], {A: OK}, {B: hold})
     assert actions == [("remove", B, "held out by ansible-playbook (Switch): upgrade in progress")]
-    for _ in range(3):
-        state, actions, _ = round_(state, [A], {A: OK, B: OK}, {B: hold})
+    for _round in range(3):
+        state, actions, _messages = round_(state, [A], {A: OK, B: OK}, {B: hold})
         assert actions == []
     # Held until a run removes it (a failed gate): the same; an expired rollout hold: not held.
     assert rh.hold_of({"until": 0}, NOW) == (True, False)
     assert rh.hold_of(hold, NOW) == (True, True)
     assert rh.hold_of({"until": NOW - 1}, NOW) == (False, False)
-    state, actions, _ = round_(state, [A], {A: OK, B: OK}, {B: {"until": NOW - 1}})
+    state, actions, _messages = round_(state, [A], {A: OK, B: OK}, {B: {"until": NOW - 1}})
     assert actions == []
-    state, actions, _ = round_(state, [A], {A: OK, B: OK}, {B: {"until": NOW - 1}})
+    state, actions, _messages = round_(state, [A], {A: OK, B: OK}, {B: {"until": NOW - 1}})
     assert actions == [("add", B, "2 completions in a row")]
 
 

@@ -12,9 +12,9 @@ FAIL = {"ok": False, "error": "no answer after 15.0 s", "tokens": 50.0}
 OK = {"ok": True, "error": "", "tokens": 51.0}
 
 
-def run(probes, start=2000.0, step=25.0, state=None, unit=RUNNING, settings=None):
-    """Feed probes one every `step` s; [(action, message), ...] and the last state."""
-    state, out = state or wd.new_state(), []
+def run(probes, start=2000.0, step=25.0, state=None, unit=None, settings=None):
+    """Feed probes one every `step` s (the unit RUNNING unless given); [(action, message), ...] and the last state."""
+    state, out, unit = state or wd.new_state(), [], RUNNING if unit is None else unit
     for i, probe in enumerate(probes):
         state, action, message = wd.decide(state, unit, probe, start + i * step, settings)
         out.append((action, message))
@@ -23,37 +23,37 @@ def run(probes, start=2000.0, step=25.0, state=None, unit=RUNNING, settings=None
 
 def test_three_consecutive_failures_restart_with_the_reason():
     out, state = run([OK, FAIL, FAIL, FAIL])
-    assert [a for a, _ in out] == ["none", "none", "none", "restart"]
+    assert [a for a, _message in out] == ["none", "none", "none", "restart"]
     assert out[1][1] == "probe failed (no answer after 15.0 s): 1 of 3 consecutive failures before a restart"
     assert out[3][1] == "3 consecutive completions failed over 75 s (last: no answer after 15.0 s)"
     assert state["restarts"] == 1 and state["failures"] == 0 and state["last_restart"] == 2075.0
 
 
 def test_a_success_in_between_resets_the_count():
-    out, _ = run([FAIL, FAIL, OK, FAIL, FAIL])
-    assert "restart" not in [a for a, _ in out]
+    out, _state = run([FAIL, FAIL, OK, FAIL, FAIL])
+    assert "restart" not in [a for a, _message in out]
     assert out[2] == ("none", "serving again")
 
 
 def test_a_slow_answer_while_tokens_are_generated_is_busy_not_hung():
     busy = [dict(FAIL, tokens=50.0 + 10 * i) for i in range(6)]
     out, state = run(busy)
-    assert [a for a, _ in out] == ["none"] * 6 and state["failures"] == 0
+    assert [a for a, _message in out] == ["none"] * 6 and state["failures"] == 0
     assert "generated 10 tokens since the last probe: busy, not hung" in out[1][1]
 
 
 def test_unknown_token_counter_counts_the_failure():
-    out, _ = run([dict(FAIL, tokens=None)] * 3)
+    out, _state = run([dict(FAIL, tokens=None)] * 3)
     assert out[-1][0] == "restart"
 
 
 def test_failures_in_the_start_grace_do_not_count_until_the_server_has_answered():
     # Started at 1000; probes at 1010.. are within the 300 s grace: loading and compiling.
     out, state = run([FAIL] * 4, start=1010.0, step=20.0)
-    assert [a for a, _ in out] == ["none"] * 4 and state["failures"] == 0
+    assert [a for a, _message in out] == ["none"] * 4 and state["failures"] == 0
     assert "not counted (start grace 300 s)" in out[0][1]
     # Once it has answered after this start, a hang inside the grace counts.
-    out, _ = run([OK, FAIL, FAIL, FAIL], start=1010.0, step=20.0)
+    out, _state = run([OK, FAIL, FAIL, FAIL], start=1010.0, step=20.0)
     assert out[-1][0] == "restart"
 
 
@@ -63,7 +63,7 @@ def test_restarts_that_do_not_help_back_off_exponentially():
     actions = []
     # Probes every 25 s for 2000 s, the server never answering.
     for i in range(80):
-        state, action, _ = wd.decide(state, dict(RUNNING, started=0.0), FAIL, 2000.0 + 25 * i, settings)
+        state, action, _message = wd.decide(state, dict(RUNNING, started=0.0), FAIL, 2000.0 + 25 * i, settings)
         if action == "restart":
             actions.append(2000.0 + 25 * i)
     gaps = [b - a for a, b in zip(actions, actions[1:], strict=False)]
@@ -75,14 +75,14 @@ def test_restarts_that_do_not_help_back_off_exponentially():
 
 def test_the_backoff_says_when_the_next_restart_comes():
     state = dict(wd.new_state(), unhelpful=2, last_restart=2000.0, failures=2)
-    _, action, message = wd.decide(state, RUNNING, FAIL, 2100.0, {"backoff": 300})
+    _state, action, message = wd.decide(state, RUNNING, FAIL, 2100.0, {"backoff": 300})
     assert action == "wait"
     assert "the last 2 restart(s) did not help: next restart in 500 s (backoff)" in message
 
 
 def test_a_success_clears_the_backoff():
     state = dict(wd.new_state(), unhelpful=3, last_restart=2000.0)
-    state, _, message = wd.decide(state, RUNNING, OK, 2100.0)
+    state, _action, message = wd.decide(state, RUNNING, OK, 2100.0)
     assert state["unhelpful"] == 0 and message == "serving again"
     assert wd.backoff_gap(state["unhelpful"], wd.SETTINGS) == 0
 

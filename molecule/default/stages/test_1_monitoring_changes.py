@@ -1,6 +1,7 @@
 """Changes to monitoring on the converged sandbox: a rule file that does not parse, the release-archive
 install and its switch back, Ray's service-discovery file. Each restores the deployed configuration."""
 
+import functools
 import hashlib
 import http.server
 import json
@@ -58,7 +59,7 @@ def test_a_valid_rule_file_is_loaded_by_a_reload_not_a_restart_and_removed_again
 
 def serve(directory):
     """Serve a directory on the sandbox network's gateway address, as a mirror would."""
-    handler = lambda *a, **kw: http.server.SimpleHTTPRequestHandler(*a, directory=str(directory), **kw)  # noqa: E731
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(directory))
     server = http.server.ThreadingHTTPServer(("10.77.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

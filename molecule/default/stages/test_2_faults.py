@@ -40,7 +40,9 @@ RECOVERY_BOUND = 600  # seconds a fault may take to heal before the test fails (
 
 
 def sh(host, command, check=True):
-    proc = subprocess.run(["docker", "exec", host, "bash", "-c", command], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["docker", "exec", host, "bash", "-c", command], capture_output=True, text=True, timeout=120, check=False
+    )
     if check and proc.returncode:
         raise AssertionError(f"{host}: {command}: {proc.stderr or proc.stdout}")
     return proc.stdout.strip()
@@ -172,12 +174,14 @@ def test_a_stopped_worker_host_delivers_an_alert_and_rejoins_when_it_restarts():
         seconds = serving_again_after(lambda: subprocess.run(stop, check=True))
 
         def delivered():
-            return [(at, labels) for at, labels, _ in receiver.alerts() if labels.get("ray_cluster") == "default"]
+            return [
+                (at, labels) for at, labels, _annotations in receiver.alerts() if labels.get("ray_cluster") == "default"
+            ]
 
         def names_the_host():
             # VllmDown (for: 1m, on the head) may come first; the host's own alert (for: 2m) names it.
             alerts = delivered()
-            return alerts if any(lab.get("host") == "ray-worker-2" for _, lab in alerts) else None
+            return alerts if any(lab.get("host") == "ray-worker-2" for _at, lab in alerts) else None
 
         try:
             alerts = wait_for(names_the_host, timeout=RECOVERY_BOUND, interval=5)
@@ -194,8 +198,8 @@ def test_a_stopped_worker_host_delivers_an_alert_and_rejoins_when_it_restarts():
         f"alert {labels['alertname']} delivered {first_at - started:.0f} s after the stop; "
         f"the host rejoined {time.time() - back:.0f} s after its start",
     )
-    print("delivered:", sorted({(lab["alertname"], lab.get("host", "")) for _, lab in alerts}))
-    assert any(lab.get("host") == "ray-worker-2" for _, lab in alerts), alerts
+    print("delivered:", sorted({(lab["alertname"], lab.get("host", "")) for _at, lab in alerts}))
+    assert any(lab.get("host") == "ray-worker-2" for _at, lab in alerts), alerts
     assert complete() >= 1
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+# The tests import the helpers from sandbox, as the stage tests do.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sandbox import *  # noqa: E402,F403  (the tests import the helpers from conftest)
 from sandbox import SETTINGS  # noqa: E402
 
 

@@ -4,7 +4,7 @@ run in molecule/default/stages/test_2_faults.py."""
 
 import json
 
-from conftest import HEAD_IP, api, head, vllm_api_key, wait_for
+from sandbox import HEAD_IP, api, head, vllm_api_key, wait_for
 
 AM_URL = f"http://{HEAD_IP}:9093"
 

@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 import testinfra
 import yaml
-from conftest import (
+from sandbox import (
     DASHBOARD_DIR,
     DATASOURCE_UID,
     GRAFANA_DIR,
@@ -51,7 +51,7 @@ def test_every_ray_vllm_and_node_target_is_up():
     by_job = wait_for(all_up, timeout=120, interval=5)
     ray = sorted((t["labels"]["ray_target"], t["scrapeUrl"]) for t in by_job["ray"])
     # every node's export port, plus the head's autoscaler and dashboard ports
-    assert [kind for kind, _ in ray] == ["head"] * 4 + ["node"] * 4, ray  # two clusters: default (3), b (1)
+    assert [kind for kind, _url in ray] == ["head"] * 4 + ["node"] * 4, ray  # two clusters: default (3), b (1)
     assert len(by_job["vllm"]) == 2
     assert len(by_job["node"]) == 4
     assert "dcgm" not in by_job  # no NVIDIA GPUs in the sandbox
@@ -121,12 +121,12 @@ def test_every_vllm_dashboard_panel_returns_data_from_the_deployed_vllm():
     """A panel whose query returns nothing for this vLLM version (e.g. a renamed metric) fails."""
     completions()
     queries = grafana_dashboard.panel_queries(head().file(f"{DASHBOARD_DIR}/vllm.json").content_string, "2m")
-    titles = {title for title, _, _ in queries}
+    titles = {title for title, _ref, _expr in queries}
     core = {"Requests running", "Requests waiting", "Token throughput", "Time to first token", "Inter-token latency",
             "KV cache usage"}  # fmt: skip
     assert core <= titles, titles
 
-    for _ in range(4):
+    for _completion in range(4):
         complete(url=ROUTER_URL)
     # The router's errors panel has no series until a request fails (vllm_router_request_errors_total).
     quiet = {"Router errors and retries"}
@@ -136,7 +136,7 @@ def test_every_vllm_dashboard_panel_returns_data_from_the_deployed_vllm():
                 if title not in quiet and not api("query", query=expr)["result"]]  # fmt: skip
 
     missing = without_data()
-    for _ in range(9):  # rates need two scrapes after the completions
+    for _scrape in range(9):  # rates need two scrapes after the completions
         if not missing:
             break
         time.sleep(10)

@@ -1,6 +1,6 @@
 """The sandbox fleet runs a real Ray cluster: services, ports, nodes, GPUs, self-healing."""
 
-from conftest import ALL_NODE_IPS, HEADS, NODE_IPS, SETTINGS, alive_nodes
+from sandbox import ALL_NODE_IPS, HEADS, NODE_IPS, SETTINGS, alive_nodes
 
 testinfra_hosts = ["ansible://ray_head", "ansible://ray_workers"]
 

@@ -1,6 +1,6 @@
 """The ray_cluster_wait module, run on the head against the live cluster."""
 
-from conftest import NODE_IPS, RAY_TOKEN_FILE, SETTINGS
+from sandbox import NODE_IPS, RAY_TOKEN_FILE, SETTINGS
 
 testinfra_hosts = ["ansible://ray-head"]  # cluster default's head (cluster b: tests/test_router.py)
 

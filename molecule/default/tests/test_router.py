@@ -5,7 +5,7 @@ import urllib.error
 
 import pytest
 import testinfra
-from conftest import (
+from sandbox import (
     CLUSTER_URLS,
     ROUTER_URL,
     SETTINGS,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import testinfra
-from conftest import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, bearer_request, playbook, ray_api, vllm_api_key
+from sandbox import HEAD_IP, NODE_IPS, SETTINGS, alive_nodes, bearer_request, playbook, ray_api, vllm_api_key
 
 testinfra_hosts = ["ansible://ray-head"]  # cluster default's head (cluster b: tests/test_router.py)
 ROOT = Path(__file__).resolve().parents[3]
@@ -129,5 +129,5 @@ def test_a_rerun_changes_and_restarts_nothing():
     rc, out = playbook("site.yml")
     assert rc == 0, out[-3000:]
     recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", out, re.M)
-    assert recap and all(changed == "0" for _, changed in recap), recap
+    assert recap and all(changed == "0" for _host, changed in recap), recap
     assert main_pids() == before

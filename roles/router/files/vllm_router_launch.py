@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see LICENSE)
 """Start vllm-router from a rayvllm.fleet router config (/etc/vllm-router/<model>.json).

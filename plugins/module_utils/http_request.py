@@ -1,0 +1,29 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Send a ``urllib.request.Request`` with Ansible's ``open_url``: how the modules' HTTP clients talk.
+
+``ray_state`` and ``vllm_client`` build their requests with urllib (their unit tests pass openers that
+read them) and send them with this: proxies from the environment and certificates checked, as every
+Ansible module sends HTTP, with urllib's ``HTTPError`` and ``URLError`` raised as urllib raises them.
+"""
+
+from __future__ import annotations
+
+from ansible.module_utils.urls import open_url
+
+
+def open_request(request, timeout):
+    """Send ``request`` and return the response; an HTTP error status raises ``HTTPError``.
+
+    ``~/.netrc`` is not read: open_url would put its credentials in place of the bearer token the
+    request carries.
+    """
+    return open_url(
+        request.full_url,
+        data=request.data,
+        headers=dict(request.header_items()),
+        method=request.get_method(),
+        timeout=timeout,
+        use_netrc=False,
+    )
