@@ -22,6 +22,10 @@ yamllint -s .
 ruff check .
 ruff format --check .
 ansible-lint --offline -q
+# docs/variables.md is generated from the roles' argument specs; the changelog is antsibull-changelog's.
+python3 scripts/docs-variables.py --check
+antsibull-changelog lint
+antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 for module in ray_cluster_wait gpu_topology vllm_parallelism vllm_ready venv_prune python_venv; do
   ansible-doc "rayvllm.fleet.$module" >/dev/null
 done
@@ -46,6 +50,9 @@ pytest -q tests/unit
 # Docker) run beside the sandbox's creation and converge; their result is read before verify.
 pytest -q tests/integration >.cache/integration.log 2>&1 &
 integration=$!
+# ansible-test sanity (its first run builds a venv per test, minutes) beside them too.
+bash scripts/sanity.sh >.cache/sanity.log 2>&1 &
+sanity=$!
 
 phase "sandbox prerequisites"
 if ! wait "$prereqs"; then cat .cache/sandbox-prereqs.log; exit 1; fi
@@ -66,7 +73,7 @@ destroy_sandbox() {
   molecule destroy -s default >/dev/null 2>&1 && return 0
   echo "molecule destroy timed out; removing the sandbox hosts with docker rm -f"
   local i
-  for i in $(seq 60); do
+  for _ in $(seq 60); do
     docker rm -f ray-head ray-worker-1 ray-worker-2 ray-b-head >/dev/null 2>&1 || true
     [ -z "$(docker ps -aq --filter name='^ray-(head|worker-1|worker-2|b-head)$')" ] && break
     sleep 10
@@ -116,6 +123,9 @@ grep -A23 '^TASKS RECAP' .cache/converge-vvv.log || true
 phase "preflight integration tests (ran beside the converge)"
 if ! wait "$integration"; then cat .cache/integration.log; exit 1; fi
 tail -n 3 .cache/integration.log
+phase "ansible-test sanity (ran beside the converge)"
+if ! wait "$sanity"; then cat .cache/sanity.log; exit 1; fi
+tail -n 3 .cache/sanity.log
 phase "sandbox fleet: verify (scenarios $side_scenarios beside it, logs in .cache/<scenario>.log)"
 rm -f .cache/side-failed
 run_side_scenarios &
