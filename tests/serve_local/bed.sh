@@ -60,6 +60,7 @@ start() {
   "$VENV/bin/ray" start --head --node-ip-address=127.0.0.1 --port="$GCS_PORT" \
     --dashboard-host=127.0.0.1 --dashboard-port="$DASHBOARD_PORT" --metrics-export-port="$METRICS_PORT" \
     --ray-client-server-port="${CLIENT_PORT:-18001}" --num-gpus="$NUM_GPUS" --num-cpus="$NUM_CPUS" \
+    --min-worker-port=20000 --max-worker-port=20999 --dashboard-agent-listen-port=18266 \
     --object-store-memory=268435456 --temp-dir="$BED/tmp" --disable-usage-stats
 }
 
