@@ -21,8 +21,8 @@ description:
     replica of it (rolling). The result's RV(change) says which, and which models would be left without a serving
     replica (RV(change.last_replica_down)), so a play can take the cluster out of a router's rotation first (run
     it in check mode to plan).
-  - The API key is not an input: the ingress reads it from O(settings.api_key_file) on the nodes, so no Serve
-    config, log or return value holds it. The Ray token is a C(no_log) option or a file.
+  - The API key is not an input; the ingress reads it from the C(api_key_file) of O(settings) on the nodes, so no
+    Serve config, log or return value holds it. The Ray token is a C(no_log) option or a file.
   - Uses the Python standard library only; run it on any host that reaches the dashboard (usually the head).
 author:
   - rayvllm.fleet maintainers (!UNKNOWN)
@@ -111,7 +111,7 @@ change:
       type: str
     models:
       description: Per model - V(new), V(removed), V(unchanged), V(in_place), V(engine) (its engine or weights
-        changed: replaced) or V(rebuilt) (replaced because its application changed).
+        changed, so it is replaced) or V(rebuilt) (replaced because its application changed).
       type: dict
     last_replica_down:
       description: Models a rolling replacement leaves without a serving replica for a while (no surge, one
@@ -197,7 +197,7 @@ def main():
         result["diff"] = dict(
             before=to_text(running), after=to_text(desired), before_header="running Serve config", after_header="new"
         )
-    if change["http_restart"] and running is not None and (running.get("applications") or []):
+    if change["http_restart"] and running is not None and running.get("applications"):
         module.fail_json(
             msg="the running Serve has other %s than the config (%s): Serve reads them only when it starts. Restart "
             "the cluster's Ray (or `serve shutdown`, which stops every model), then run again."

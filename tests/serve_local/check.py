@@ -98,7 +98,7 @@ def apply(model_list, check=False, gate=True):
     if check:
         argv += ["--check", "--diff"]
     started = time.monotonic()
-    run = subprocess.run(argv, env=env, capture_output=True, text=True)
+    run = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     os.unlink(handle.name)
     elapsed = time.monotonic() - started
     try:
@@ -167,7 +167,7 @@ class Load:
         self.errors = []
         self.stop = threading.Event()
         self.lock = threading.Lock()
-        self.threads = [threading.Thread(target=self.loop, daemon=True) for _ in range(clients)]
+        self.threads = [threading.Thread(target=self.loop, daemon=True) for n in range(clients)]
 
     def loop(self):
         while not self.stop.is_set():

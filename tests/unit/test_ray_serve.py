@@ -223,12 +223,12 @@ def test_wait_running(fake_clock=None):
     )
     assert ok and problems == [] and waited == 10
     failed = details(cfg, "DEPLOY_FAILED")
-    ok, _, problems, waited = rs.wait_running(
+    ok, status, problems, waited = rs.wait_running(
         lambda: rs.parse_status(failed), ["llm"], 60, 5, clock=clock.clock, sleep=clock.sleep
     )
     assert not ok and waited == 0 and "DEPLOY_FAILED" in problems[0]
     slow = details(cfg, "DEPLOYING")
-    ok, _, problems, waited = rs.wait_running(
+    ok, status, problems, waited = rs.wait_running(
         lambda: rs.parse_status(slow), ["llm"], 12, 5, clock=clock.clock, sleep=clock.sleep
     )
     assert not ok and waited == 12
