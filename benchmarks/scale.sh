@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# How a run grows with the fleet: the control-plane phases on N lightweight sandbox hosts (systemd containers of the
+# host image, without Ray or vLLM installs; nftables, the node exporter and Prometheus baked into a derived image so
+# that no phase downloads), in clusters of 4 with Prometheus on the first host, for N = 8, 16, 32, 64 (or the sizes
+# given), at the forks of ansible.cfg. Prints, per N and phase, the wall time, the time per host, and the
+# controller's peak memory (the sum of the RSS of every ansible-playbook process, sampled every 0.5 s).
+#   benchmarks/scale.sh [N ...]
+# Phases: preflight (playbooks/preflight.yml), fleet facts (benchmarks/scale-facts.yml), host_prep, firewall
+# (nftables), monitoring (node exporter on every host, then Prometheus with every target: --tags
+# node_exporter,prometheus). The containers and their network are removed at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1 ANSIBLE_CACHE_PLUGIN=memory
+SIZES=("$@")
+[ ${#SIZES[@]} -gt 0 ] || SIZES=(8 16 32 64)
+base=$(cat .cache/host-image)
+packages="nftables prometheus-node-exporter prometheus"
+image=rayvllm-scale:${base##*:}-$(echo "$packages" | sha256sum | cut -c1-8)
+net=rayvllm-scale
+prefix=scale-
+work=$(mktemp -d)
+remove_hosts() {
+  docker ps -aq --filter "name=^${prefix}" | xargs -r docker rm -f >/dev/null 2>&1 || true
+}
+cleanup() {
+  remove_hosts
+  docker network rm "$net" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+if ! docker image inspect "$image" >/dev/null 2>&1; then
+  echo "building $image (the host image with $packages)" >&2
+  docker rm -f scale-build >/dev/null 2>&1 || true
+  docker run -d --name scale-build "$base" sleep infinity >/dev/null
+  docker exec scale-build bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends '"$packages"' >/dev/null && rm -rf /var/cache/apt/archives/*.deb'
+  docker commit -c 'CMD ["/lib/systemd/systemd"]' scale-build "$image" >/dev/null
+  docker rm -f scale-build >/dev/null
+fi
+docker network inspect "$net" >/dev/null 2>&1 || docker network create --subnet 10.78.0.0/24 "$net" >/dev/null
+
+start_hosts() {
+  local n=$1 i
+  remove_hosts
+  for i in $(seq 0 $((n - 1))); do
+    docker run -d --name "${prefix}$(printf %02d "$i")" --hostname "${prefix}$(printf %02d "$i")" \
+      --cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
+      --cgroupns host -v /sys/fs/cgroup:/sys/fs/cgroup:rw --tmpfs /run --tmpfs /run/lock \
+      --network "$net" --ip "10.78.0.$((10 + i))" "$image" /lib/systemd/systemd >/dev/null
+  done
+  for i in $(seq 0 $((n - 1))); do
+    until docker exec "${prefix}$(printf %02d "$i")" systemctl is-system-running 2>/dev/null | grep -qE 'running|degraded'; do
+      sleep 1
+    done
+  done
+}
+
+write_inventory() {
+  local n=$1 inv=$2
+  mkdir -p "$inv/group_vars"
+  python3 - "$n" "$inv" "$prefix" <<'PYEOF'
+import json
+import sys
+from pathlib import Path
+
+n, inv, prefix = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+names = ["%s%02d" % (prefix, i) for i in range(n)]
+
+
+def host(i):
+    return {"ray_node_ip": "10.78.0.%d" % (10 + i), "ray_cluster_name": "c%d" % (i // 4)}
+
+
+inventory = {"all": {
+    "vars": {"ansible_connection": "community.docker.docker", "ansible_python_interpreter": "/usr/bin/python3"},
+    "children": {
+        "ray_head": {"hosts": {names[i]: host(i) for i in range(n) if i % 4 == 0}},
+        "ray_workers": {"hosts": {names[i]: host(i) for i in range(n) if i % 4}},
+        "monitoring": {"hosts": {names[0]: None}},
+    },
+}}
+(inv / "hosts.yml").write_text(json.dumps(inventory, indent=1))
+group_vars = {
+    "ray_version": "2.60.0", "vllm_version": "0.32.0", "ray_num_gpus": 2, "preflight_gpu_check": False,
+    "preflight_min_shm_mib": 1, "host_prep_sysctl_apply": False, "model_source": "shared",
+    "model_path": "/srv/models/example", "vllm_served_model_name": "example", "vllm_tensor_parallel_size": 2,
+    "grafana_install_source": "none", "grafana_admin_password": "benchmark-not-a-secret",
+    "firewall_admin_cidrs": ["10.78.0.1/32"], "vllm_allowed_cidrs": ["10.78.0.0/24"],
+}
+(inv / "group_vars" / "all.yml").write_text(json.dumps(group_vars, indent=1))
+PYEOF
+}
+
+# The sum of the RSS of every ansible-playbook process (the controller and its forks), in MiB, sampled until $1 ends.
+peak_rss() {
+  local pid=$1 peak=0 now
+  while kill -0 "$pid" 2>/dev/null; do
+    now=$(ps -eo rss=,args= | awk '/[a]nsible-playbook/ {s += $1} END {print int(s / 1024)}')
+    [ "$now" -gt "$peak" ] && peak=$now
+    sleep 0.5
+  done
+  echo "$peak"
+}
+
+phase() {
+  local n=$1 name=$2 inv=$3 log t0 t1 pid peak
+  shift 3
+  log=$work/$name-$n.log
+  t0=$(date +%s.%N)
+  ansible-playbook -i "$inv" "$@" >"$log" 2>&1 &
+  pid=$!
+  peak=$(peak_rss "$pid")
+  if ! wait "$pid"; then
+    tail -n 40 "$log"
+    exit 1
+  fi
+  t1=$(date +%s.%N)
+  awk -v n="$n" -v p="$name" -v t="$(echo "$t1 - $t0" | bc)" -v m="$peak" \
+    'BEGIN { printf "%5d  %-12s %8.1f s %8.2f s/host %8d MiB\n", n, p, t, t / n, m }'
+}
+
+echo "scale: clusters of 4, Prometheus on the first host, forks $(awk -F' *= *' '/^forks/ {print $2}' ansible.cfg)," \
+  "$(nproc) cores, commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo '+changes'), $(date -u +%F)"
+printf '%5s  %-12s %10s %15s %12s\n' N phase wall per_host peak_rss
+for n in "${SIZES[@]}"; do
+  start_hosts "$n"
+  inv=$work/inv-$n
+  write_inventory "$n" "$inv"
+  phase "$n" preflight "$inv" playbooks/preflight.yml
+  phase "$n" facts "$inv" benchmarks/scale-facts.yml
+  phase "$n" host_prep "$inv" playbooks/host_prep.yml
+  phase "$n" firewall "$inv" playbooks/firewall.yml
+  phase "$n" monitoring "$inv" playbooks/monitoring.yml --tags node_exporter,prometheus
+done

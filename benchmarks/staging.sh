@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Time staging the vLLM venv from the wheelhouse on every Ray node of the converged sandbox at once (4 hosts):
+# the python_venv module's step alone, with uv (warm cache: the state after the converge; BENCH_COLD=1 empties uv's
+# cache first) and, with INSTALLER=pip, the pip fallback. Checks the staged venv's `pip freeze` equals the serving
+# venv's. Needs the sandbox converged (molecule's `default` scenario); changes nothing that serves.
+#   benchmarks/staging.sh                 # uv, warm cache
+#   BENCH_COLD=1 benchmarks/staging.sh    # uv, empty cache (the first staging of a release on a node)
+#   INSTALLER=pip benchmarks/staging.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_FORCE_COLOR=0 ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks
+export BENCH_COLD=${BENCH_COLD:-0} MOLECULE_PROJECT_DIRECTORY=$PWD
+installer=${INSTALLER:-uv}
+log=.cache/bench-staging-$installer.log
+ansible-playbook -i inventories/sandbox benchmarks/staging.yml -e bench_installer="$installer" >"$log" 2>&1 \
+  || { tail -n 40 "$log"; exit 1; }
+step=$(grep -E '^Benchmark \| the timed step' "$log" | grep -oE '[0-9.]+s$' | tr -d s)
+freeze=$(grep -oE 'same pip freeze \([0-9]+ distributions\)' "$log" | sort -u | paste -sd' ')
+hosts=$(grep -cE '^ok: \[.*\] => $|^changed: \[' <(sed -n '/the timed step/,/^TASK/p' "$log") || true)
+printf 'vLLM venv staged on %s hosts at once with %s (cold cache: %s): %s s; %s; commit %s, %s, %s cores\n' \
+  "$hosts" "$installer" "$BENCH_COLD" "$step" "${freeze:-pip freeze NOT compared}" "$(git rev-parse --short HEAD)" \
+  "$(date -u +%F)" "$(nproc)"
