@@ -1,0 +1,49 @@
+"""playbooks/status.yml on the converged, healthy sandbox: exit 0, nothing changed, also under --check; one
+table per cluster; JSON for scripts (issue 29)."""
+
+import json
+import re
+
+from sandbox import playbook
+
+
+def recap_changed(out):
+    return [int(n) for n in re.findall(r"changed=(\d+)", out)]
+
+
+def test_status_on_the_healthy_fleet_passes_and_changes_nothing():
+    rc, out = playbook("playbooks/status.yml")
+    assert rc == 0, out[-3000:]
+    assert recap_changed(out) and set(recap_changed(out)) == {0}, out[-2000:]
+    for cluster in ("default", "b"):
+        assert f"cluster {cluster}: OK" in out
+    assert re.search(r"nodes alive\s+3/3", out) and re.search(r"GPUs\s+6/6", out)
+    assert re.search(r"tiny-llama: \d+ token\(s\) in [\d.]+ s", out)
+    assert "in on ray-head" in out
+
+
+def test_status_under_check_mode_reads_the_same():
+    rc, out = playbook("playbooks/status.yml", "--check")
+    assert rc == 0, out[-3000:]
+    assert set(recap_changed(out)) == {0}
+    assert "cluster default: OK" in out
+
+
+def test_status_json_for_scripts():
+    rc, out = playbook(
+        "playbooks/status.yml", "-e", "status_format=json", env={"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}
+    )
+    assert rc == 0, out[-3000:]
+    result = json.loads(out[out.index("{") :])
+    msgs = [
+        host["msg"]
+        for play in result["plays"]
+        for task in play["tasks"]
+        if task["task"]["name"].endswith("Status | JSON")
+        for host in task["hosts"].values()
+        if "msg" in host
+    ]
+    report = json.loads(msgs[0])
+    assert report["ok"] and report["problems"] == []
+    assert report["clusters"]["default"]["alive"] == 3
+    assert report["clusters"]["b"]["serving"]["tokens"] > 0

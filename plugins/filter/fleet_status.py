@@ -1,0 +1,23 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""How the fleet is compared with the inventory, and its tables (logic in module_utils/fleet_status.py)."""
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_status import (
+    DEFAULT_FAIL_SEVERITIES,
+    evaluate,
+    render,
+)
+
+
+def fleet_status(probes, model, fail_severities=DEFAULT_FAIL_SEVERITIES):
+    return evaluate(model, probes, list(fail_severities or []))
+
+
+def fleet_status_table(report):
+    return render(report)
+
+
+class FilterModule:
+    def filters(self):
+        return {"fleet_status": fleet_status, "fleet_status_table": fleet_status_table}
