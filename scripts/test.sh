@@ -26,11 +26,12 @@ ansible-lint --offline -q
 python3 scripts/docs-variables.py --check
 antsibull-changelog lint
 antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
-for module in ray_cluster_wait gpu_topology vllm_parallelism vllm_ready venv_prune python_venv; do
+for module in ray_cluster_wait gpu_topology vllm_parallelism vllm_ready venv_prune python_venv host_probe; do
   ansible-doc "rayvllm.fleet.$module" >/dev/null
 done
 for filter in gpu_fleet_problems gpu_needs_fabric_manager grafana_dashboard_problems listen_url env_file fleet_model \
-  mixed_within_clusters systemd_exec_arg systemd_path_arg systemd_value systemd_sandboxing unit_value_problems firewall_ruleset upgrade_plan private_tmp_problems; do
+  mixed_within_clusters systemd_exec_arg systemd_path_arg systemd_value systemd_sandboxing unit_value_problems firewall_ruleset upgrade_plan private_tmp_problems \
+  systemd_hardening input_problems; do
   ansible-doc -t filter "rayvllm.fleet.$filter" >/dev/null
 done
 ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
