@@ -26,12 +26,13 @@ ansible-lint --offline -q
 python3 scripts/docs-variables.py --check
 antsibull-changelog lint
 antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
-for module in ray_cluster_wait gpu_topology vllm_parallelism vllm_ready venv_prune python_venv host_probe; do
+# Every module and filter has documentation ansible-doc can render (the lists are the plugin directories).
+for path in plugins/modules/*.py; do
+  module=$(basename "$path" .py)
   ansible-doc "rayvllm.fleet.$module" >/dev/null
 done
-for filter in gpu_fleet_problems gpu_needs_fabric_manager grafana_dashboard_problems listen_url env_file fleet_model \
-  mixed_within_clusters systemd_exec_arg systemd_path_arg systemd_value systemd_sandboxing unit_value_problems firewall_ruleset upgrade_plan private_tmp_problems \
-  systemd_hardening input_problems; do
+for path in plugins/filter/*.yml; do
+  filter=$(basename "$path" .yml)
   ansible-doc -t filter "rayvllm.fleet.$filter" >/dev/null
 done
 ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
@@ -73,7 +74,6 @@ destroy_sandbox() {
   # forget them (a second destroy finds nothing and resets its state).
   molecule destroy -s default >/dev/null 2>&1 && return 0
   echo "molecule destroy timed out; removing the sandbox hosts with docker rm -f"
-  local i
   for _ in $(seq 60); do
     docker rm -f ray-head ray-worker-1 ray-worker-2 ray-b-head >/dev/null 2>&1 || true
     [ -z "$(docker ps -aq --filter name='^ray-(head|worker-1|worker-2|b-head)$')" ] && break

@@ -27,6 +27,19 @@ class DashboardUnreachable(Exception):
     """The dashboard did not answer with usable JSON (connection refused, HTTP error, bad body)."""
 
 
+def read_token_file(path):
+    """The Ray token in ``path`` (the cluster's RAY_AUTH_TOKEN_PATH); ValueError naming the file when it is
+    unreadable or empty (never the token)."""
+    try:
+        with open(path) as handle:
+            token = handle.read().strip()
+    except OSError as exc:
+        raise ValueError("cannot read the Ray token file %s: %s" % (path, exc.strerror))
+    if not token:
+        raise ValueError("the Ray token file %s is empty" % path)
+    return token
+
+
 def nodes_url(dashboard_url):
     return dashboard_url.rstrip("/") + "/api/v0/nodes?" + ALIVE_NODES_QUERY
 

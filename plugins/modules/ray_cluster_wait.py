@@ -126,6 +126,7 @@ missing_ips:
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_state import (
     fetch_nodes,
+    read_token_file,
     shortfall_message,
     wait_for_cluster,
 )
@@ -155,12 +156,9 @@ def main():
     token = p["token"]
     if p["token_file"]:
         try:
-            with open(p["token_file"]) as handle:
-                token = handle.read().strip()
-        except OSError as exc:
-            module.fail_json(msg="cannot read the Ray token file %s: %s" % (p["token_file"], exc.strerror))
-        if not token:
-            module.fail_json(msg="the Ray token file %s is empty" % p["token_file"])
+            token = read_token_file(p["token_file"])
+        except ValueError as exc:
+            module.fail_json(msg=str(exc))
 
     def fetch():
         return fetch_nodes(p["dashboard_url"], token=token, timeout=min(10.0, max(1.0, p["interval"] * 5)))

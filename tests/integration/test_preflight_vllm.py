@@ -76,10 +76,10 @@ def test_vllm_venv_with_another_ray_fails_naming_the_host(run_preflight, tmp_pat
     """A vLLM venv whose ray differs from the cluster's stops the vLLM play before the server is touched."""
     root = tmp_path / "opt-vllm"
     venv = root / "0.32.0-ray2.60.0"
+    # What the venv's files say (the check reads them, it starts no interpreter): Python 3.11.2, ray 2.59.0.
     (venv / "bin").mkdir(parents=True)
-    python = venv / "bin/python"
-    python.write_text("#!/bin/sh\necho 2.59.0 3.11.2\n")  # what `import ray, platform` would print there
-    python.chmod(0o755)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\nversion = 3.11.2\n")
+    (venv / "lib/python3.11/site-packages/ray-2.59.0.dist-info").mkdir(parents=True)
     (venv / ".rayvllm-requirements").write_text(
         "# Written by rayvllm.fleet after a successful pip install; delete to force a reinstall.\n"
         "interpreter: /usr/bin/python3\n"

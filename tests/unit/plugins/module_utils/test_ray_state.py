@@ -129,3 +129,16 @@ def test_fetch_connection_refused():
 
     with pytest.raises(ray_state.DashboardUnreachable, match="cannot reach http://h:8265"):
         ray_state.fetch_nodes("http://h:8265", opener=opener)
+
+
+def test_read_token_file(tmp_path):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_state import read_token_file
+
+    token = tmp_path / "auth_token"
+    token.write_text("abc123\n")
+    assert read_token_file(str(token)) == "abc123"
+    token.write_text("")
+    with pytest.raises(ValueError, match="is empty"):
+        read_token_file(str(token))
+    with pytest.raises(ValueError, match="cannot read the Ray token file"):
+        read_token_file(str(tmp_path / "missing"))

@@ -1,0 +1,371 @@
+"""Ray Serve LLM mode: the Serve config, change classification, status parsing, the ingress's key check."""
+
+import asyncio
+import importlib.util
+import io
+import json
+
+from pathlib import Path
+from urllib.error import HTTPError
+
+import pytest
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils import ray_serve as rs
+
+ROOT = Path(__file__).resolve().parents[4]
+
+
+def model(name="tiny-llama", **over):
+    base = dict(
+        name=name,
+        model_path="/srv/models/" + name,
+        tensor_parallel_size=1,
+        pipeline_parallel_size=1,
+        min_replicas=1,
+        max_replicas=2,
+        target_ongoing_requests=2,
+        engine_kwargs={"max_model_len": 256},
+    )
+    base.update(over)
+    return base
+
+
+SETTINGS = dict(
+    app_name="llm",
+    python="/opt/vllm/0.29.0-ray2.60.0/bin/python",
+    ingress_dir="/usr/local/lib/rayvllm/ray_serve",
+    api_key_file="/etc/vllm/ray_serve_api_key",
+    http_host="0.0.0.0",
+    http_port=8000,
+    proxy_location="HeadOnly",
+    env_vars={"VLLM_CPU_KVCACHE_SPACE": 1},
+    ingress_replicas=2,
+    max_surge_percent=0,
+)
+
+
+def config(models=None, **settings):
+    return rs.build_config(models or [model(), model("tiny-chat", max_replicas=1)], dict(SETTINGS, **settings))
+
+
+def details(cfg, app_status="RUNNING", replicas=None):
+    """A GET /api/serve/applications/ answer for a Serve running ``cfg``."""
+    replicas = replicas or {}
+    apps = {}
+    for app in cfg["applications"]:
+        deployments = {}
+        for dep in app["deployments"]:
+            count = replicas.get(dep["name"], 1)
+            deployments[dep["name"]] = {
+                "name": dep["name"],
+                "status": "HEALTHY",
+                "message": "",
+                "target_num_replicas": count,
+                "replicas": [{"state": "RUNNING"}] * count,
+            }
+        apps[app["name"]] = {
+            "status": app_status,
+            "message": "",
+            # Serve answers with floats where the config had ints (a JSON round trip through pydantic).
+            "deployed_app_config": json.loads(
+                json.dumps(app).replace('"target_ongoing_requests": 2', '"target_ongoing_requests": 2.0')
+            ),
+            "deployments": deployments,
+        }
+    return {
+        "controller_info": {"actor_id": "abc"},
+        "proxy_location": cfg["proxy_location"],
+        "http_options": dict(cfg["http_options"], root_path="", request_timeout_s=None),
+        "applications": apps,
+    }
+
+
+def test_build_config_writes_what_the_cluster_needs():
+    cfg = config()
+    app = cfg["applications"][0]
+    assert cfg["proxy_location"] == "HeadOnly"
+    assert cfg["http_options"] == {"host": "0.0.0.0", "port": 8000}
+    assert app["import_path"] == "ray.serve.llm:build_openai_app"
+    assert app["route_prefix"] == "/"
+    # The vLLM venv's interpreter for the build task, the ingress and the replicas; the ingress module on the path.
+    assert app["runtime_env"]["py_executable"] == SETTINGS["python"]
+    assert app["runtime_env"]["env_vars"] == {"PYTHONPATH": SETTINGS["ingress_dir"], "VLLM_CPU_KVCACHE_SPACE": "1"}
+    llama = app["args"]["llm_configs"][0]
+    assert llama["model_loading_config"] == {"model_id": "tiny-llama", "model_source": "/srv/models/tiny-llama"}
+    assert llama["engine_kwargs"] == {"max_model_len": 256, "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+    assert app["args"]["ingress_cls_config"] == {
+        "ingress_cls": "rayvllm_serve_ingress:KeyedOpenAiIngress",
+        "ingress_extra_kwargs": {"api_key_file": "/etc/vllm/ray_serve_api_key"},
+    }
+    deployments = {d["name"]: d for d in app["deployments"]}
+    # Autoscaling as a deployment override (in place), target_ongoing_requests always written.
+    assert deployments["LLMServer:tiny-llama"]["autoscaling_config"] == {
+        "min_replicas": 1,
+        "max_replicas": 2,
+        "target_ongoing_requests": 2,
+    }
+    assert deployments["KeyedOpenAiIngress"]["autoscaling_config"]["min_replicas"] == 2
+    assert "max_surge_percent" not in deployments["LLMServer:tiny-llama"]
+
+
+def test_build_config_surge_sources_and_extra_autoscaling():
+    models = [model(autoscaling_config={"downscale_delay_s": 20}, max_ongoing_requests=64)]
+    cfg = config(models, max_surge_percent=1, model_sources={"tiny-llama": "/srv/models/tiny-llama.revisions/abc"})
+    app = cfg["applications"][0]
+    dep = app["deployments"][0]
+    assert dep["max_surge_percent"] == 1 and app["deployments"][1]["max_surge_percent"] == 1
+    assert dep["autoscaling_config"]["downscale_delay_s"] == 20
+    llm = app["args"]["llm_configs"][0]
+    assert llm["model_loading_config"]["model_source"] == "/srv/models/tiny-llama.revisions/abc"
+    assert llm["deployment_config"] == {"max_ongoing_requests": 64}
+
+
+def test_the_key_is_never_in_the_config():
+    assert "secret" not in json.dumps(config())
+    assert "api_key_file" in json.dumps(config())
+
+
+def test_deployment_name_follows_ray():
+    assert rs.deployment_name("meta-llama/Llama-3.1-8B") == "LLMServer:meta-llama--Llama-3_1-8B"
+
+
+def test_same_config_is_no_change_even_with_floats_and_order():
+    cfg = config()
+    running = rs.running_config(details(cfg))
+    running["applications"][0]["deployments"].reverse()
+    change = rs.classify(cfg, running, rs.parse_status(details(cfg)))
+    assert change["changed"] is False and change["kind"] == "none"
+    assert change["models"] == {"tiny-llama": "unchanged", "tiny-chat": "unchanged"}
+
+
+def test_nothing_running_is_a_start():
+    empty = {"controller_info": {}, "applications": {}}
+    assert rs.running_config(empty) is None
+    change = rs.classify(config(), None)
+    assert change["kind"] == "start" and change["models"] == {"tiny-llama": "new", "tiny-chat": "new"}
+
+
+def test_replicas_change_is_in_place():
+    before = config()
+    after = config([model(min_replicas=2, max_replicas=3), model("tiny-chat", max_replicas=1)])
+    change = rs.classify(after, rs.running_config(details(before)), rs.parse_status(details(before)))
+    assert change["kind"] == "in_place"
+    assert change["models"] == {"tiny-llama": "in_place", "tiny-chat": "unchanged"}
+    assert change["last_replica_down"] == []
+
+
+def test_engine_change_rolls_every_model_and_names_last_replicas():
+    before = config()
+    after = config([model(engine_kwargs={"max_model_len": 512}), model("tiny-chat", max_replicas=1)])
+    running = details(before, replicas={"LLMServer:tiny-llama": 2})
+    change = rs.classify(after, rs.running_config(running), rs.parse_status(running))
+    assert change["kind"] == "rolling"
+    assert change["models"] == {"tiny-llama": "engine", "tiny-chat": "rebuilt"}
+    # tiny-llama runs 2 replicas (one at a time is replaced), tiny-chat 1: without surge it has none for a while.
+    assert change["last_replica_down"] == ["tiny-chat"]
+    surge = rs.classify(after, rs.running_config(running), rs.parse_status(running), max_surge=True)
+    assert surge["last_replica_down"] == []
+
+
+def test_weights_and_venv_changes_are_rolling():
+    before = config()
+    weights = config(model_sources={"tiny-llama": "/srv/models/tiny-llama.revisions/new"})
+    venv = config(python="/opt/vllm/0.30.0-ray2.60.0/bin/python")
+    for after, models in ((weights, {"tiny-llama": "engine", "tiny-chat": "rebuilt"}), (venv, None)):
+        change = rs.classify(after, rs.running_config(details(before)), rs.parse_status(details(before)))
+        assert change["kind"] == "rolling"
+        if models:
+            assert change["models"] == models
+
+
+def test_removed_model_is_named():
+    before = config()
+    after = config([model()])
+    change = rs.classify(after, rs.running_config(details(before)), rs.parse_status(details(before)))
+    assert change["models"]["tiny-chat"] == "removed"
+    assert "tiny-chat" in change["last_replica_down"]
+
+
+def test_http_options_change_is_reported():
+    before = config()
+    change = rs.classify(config(http_port=9000), rs.running_config(details(before)))
+    assert change["http_restart"] == ["http_options"]
+    assert change["kind"] == "serve_restart"
+
+
+def test_status_names_the_application_and_why():
+    cfg = config()
+    answer = details(cfg, app_status="DEPLOY_FAILED")
+    answer["applications"]["llm"]["message"] = "Deploying app 'llm' failed:\nValueError: bad engine"
+    status = rs.parse_status(answer)
+    assert rs.not_running(status, ["llm"]) == [
+        "application llm is DEPLOY_FAILED: Deploying app 'llm' failed: ValueError: bad engine"
+    ]
+    answer = details(cfg, app_status="DEPLOYING")
+    answer["applications"]["llm"]["deployments"]["LLMServer:tiny-llama"].update(
+        status="UPDATING", message="waiting for resources"
+    )
+    assert rs.not_running(rs.parse_status(answer), ["llm"]) == [
+        "application llm is DEPLOYING: LLMServer:tiny-llama UPDATING: waiting for resources"
+    ]
+    assert rs.not_running({}, ["llm"]) == ["application llm is not deployed"]
+    assert rs.not_running(rs.parse_status(details(cfg)), ["llm"]) == []
+
+
+def test_wait_running(fake_clock=None):
+    from conftest import FakeClock
+
+    clock = FakeClock()
+    cfg = config()
+    answers = iter([details(cfg, "DEPLOYING"), details(cfg, "DEPLOYING"), details(cfg)])
+    ok, status, problems, waited = rs.wait_running(
+        lambda: rs.parse_status(next(answers)), ["llm"], 60, 5, clock=clock.clock, sleep=clock.sleep
+    )
+    assert ok and problems == [] and waited == 10
+    failed = details(cfg, "DEPLOY_FAILED")
+    ok, status, problems, waited = rs.wait_running(
+        lambda: rs.parse_status(failed), ["llm"], 60, 5, clock=clock.clock, sleep=clock.sleep
+    )
+    assert not ok and waited == 0 and "DEPLOY_FAILED" in problems[0]
+    slow = details(cfg, "DEPLOYING")
+    ok, status, problems, waited = rs.wait_running(
+        lambda: rs.parse_status(slow), ["llm"], 12, 5, clock=clock.clock, sleep=clock.sleep
+    )
+    assert not ok and waited == 12
+
+
+class Response(io.BytesIO):
+    status = 200
+
+
+def test_requests_carry_the_token_and_name_refusals():
+    seen = []
+
+    def opener(request, timeout):
+        seen.append(request)
+        if request.get_method() == "PUT":
+            raise HTTPError(request.full_url, 401, "Unauthorized", {}, io.BytesIO(b"no"))
+        return Response(json.dumps({"applications": {}}).encode())
+
+    assert rs.get_details("http://h:8265/", "tok", opener=opener) == {"applications": {}}
+    assert seen[0].full_url == "http://h:8265/api/serve/applications/"
+    assert seen[0].get_header("Authorization") == "Bearer tok"
+    with pytest.raises(rs.ServeError, match="HTTP 401 .Ray token missing or wrong"):
+        rs.put_config("http://h:8265", {"applications": []}, "tok", opener=opener)
+    assert json.loads(seen[1].data) == {"applications": []}
+
+
+def test_problems_accept_a_good_list():
+    assert (
+        rs.model_problems(
+            [model(), model("tiny-chat")], "b", declared_gpus=4, ray_version="2.60.0", vllm_version="0.29.0"
+        )
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    "models, text",
+    [
+        (None, "ray_serve_models is empty"),
+        ("x", "not a list"),
+        ([model(tensor_parallel_size="2")], "tensor_parallel_size (int, got '2')"),
+        ([dict(model(), colour=1)], "unknown fields colour"),
+        ([{"name": "a"}], "lacks model_path"),
+        ([model(min_replicas=3, max_replicas=2)], "min_replicas 3 is above max_replicas 2"),
+        ([model(min_replicas=0)], "min_replicas must be at least 1"),
+        ([model(target_ongoing_requests=0)], "target_ongoing_requests must be above 0"),
+        ([model(engine_kwargs={"tensor_parallel_size": 2})], "engine_kwargs sets tensor_parallel_size"),
+        ([model(engine_kwargs={"api_key": "x"})], "engine_kwargs sets api_key"),
+        ([model(autoscaling_config={"max_replicas": 3})], "autoscaling_config sets max_replicas"),
+        ([model(), model()], "names tiny-llama more than once"),
+        ([model(model_path="models/x")], "model_path must be absolute"),
+        ([model(min_replicas=True)], "min_replicas (int, got True)"),
+    ],
+)
+def test_problems(models, text):
+    problems = rs.model_problems(models, "b")
+    assert any(text in p for p in problems), problems
+
+
+def test_gpu_need_against_declared():
+    problems = rs.model_problems(
+        [model(max_replicas=2, tensor_parallel_size=2), model("tiny-chat")], "b", declared_gpus=4
+    )
+    assert problems == [
+        "cluster 'b': the models' replicas need 6 GPUs at max_replicas (max_replicas x tensor_parallel_size x "
+        "pipeline_parallel_size: tiny-llama 2 x 2, tiny-chat 2 x 1) but the cluster's nodes declare 4 (ray_num_gpus). "
+        "Lower max_replicas or add GPUs."
+    ]
+
+
+def test_vllm_version_must_be_rays_pin():
+    problems = rs.model_problems([model()], "b", ray_version="2.60.0", vllm_version="0.31.0")
+    assert len(problems) == 1
+    assert "Ray 2.60.0's Serve LLM is built for vLLM 0.29.0" in problems[0]
+    assert "vllm_version is 0.31.0" in problems[0] and "ray_serve_allow_vllm_version_mismatch" in problems[0]
+    assert rs.model_problems([model()], "b", ray_version="2.60.0", vllm_version="0.31.0", allow_mismatch=True) == []
+    assert rs.model_problems([model()], "b", ray_version="2.59.0", vllm_version="0.27.0") == []
+
+
+def test_pin_from_metadata():
+    text = 'Requires-Dist: vllm[audio]==0.29.0; extra == "llm"\nRequires-Dist: vllm==0.1; extra == "other"\n'
+    assert rs.vllm_pin_from_metadata(text) == "0.29.0"
+    assert rs.vllm_pin_from_metadata("Requires-Dist: numpy\n") is None
+    assert rs.supports_max_surge("2.60.0") and not rs.supports_max_surge("2.59.0")
+
+
+# The ingress's key check (roles/vllm/files/rayvllm_serve_ingress.py): pure ASGI, no Ray needed.
+spec = importlib.util.spec_from_file_location("ingress", ROOT / "roles/vllm/files/rayvllm_serve_ingress.py")
+ingress = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(ingress)
+
+
+def call(app, path, headers=(), kind="http"):
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request"}
+
+    asyncio.run(app({"type": kind, "path": path, "headers": list(headers)}, receive, send))
+    return sent
+
+
+async def inner(scope, receive, send):
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"served"})
+
+
+def test_ingress_requires_the_key(tmp_path):
+    key_file = tmp_path / "key"
+    key_file.write_text("s3cret-key-0123456789\n")
+    keys = ingress.KeyFile(str(key_file))
+    keys.load()
+    app = ingress.BearerKey(inner, keys)
+    assert call(app, "/v1/models", [(b"authorization", b"Bearer s3cret-key-0123456789")])[0]["status"] == 200
+    for headers in ([], [(b"authorization", b"Bearer wrong")], [(b"authorization", b"s3cret-key-0123456789")]):
+        sent = call(app, "/v1/completions", headers)
+        assert sent[0]["status"] == 401
+        assert b"s3cret" not in sent[1]["body"] and json.loads(sent[1]["body"])["error"]["code"] == 401
+    assert call(app, "/health")[0]["status"] == 200
+    assert call(app, "/tokenize")[0]["status"] == 401
+    assert call(app, "/ws", kind="websocket") == [{"type": "websocket.close", "code": 1008}]
+
+
+def test_ingress_key_file_rotation_and_failures(tmp_path):
+    key_file = tmp_path / "key"
+    with pytest.raises(OSError):
+        ingress.KeyFile(str(key_file)).load()
+    key_file.write_text("")
+    with pytest.raises(ValueError, match="is empty"):
+        ingress.KeyFile(str(key_file)).load()
+    key_file.write_text("first-key-000000")
+    keys = ingress.KeyFile(str(key_file))
+    keys.load()
+    key_file.write_text("second-key-11111111")
+    assert keys.current() == b"second-key-11111111"
+    key_file.unlink()  # a vanished file keeps the last key: the API never opens
+    assert keys.current() == b"second-key-11111111"
