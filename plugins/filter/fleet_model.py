@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see LICENSE)
-"""The fleet model (clusters, heads, members, node addresses) from the inventory and facts."""
+"""The fleet model (clusters, heads, members, addresses, services and ports) from the inventory and facts."""
 
+import hashlib
 from pathlib import Path
 
 import yaml
@@ -32,7 +33,7 @@ def fleet_model(hostvars, groups):
         workers = list(groups.get("ray_workers") or [])
         monitoring = list(groups.get("monitoring") or [])
         routers = list(groups.get("router") or [])
-        keys = set(defaults) | set(_fleet.INPUTS) | {"ray_dashboard_host"}
+        keys = set(defaults) | set(_fleet.INPUTS)
         hosts = {}
         for host in dict.fromkeys(heads + workers + monitoring + routers):
             hv = hostvars[host]
@@ -41,11 +42,23 @@ def fleet_model(hostvars, groups):
                 "facts": dict(hv.get("ansible_facts") or {}),
                 "ansible_host": hv.get("ansible_host"),
             }
-        model, problems = _fleet.build(heads, workers, hosts, defaults, monitoring, routers)
+            # Secrets the model compares across clusters: a digest, never the value.
+            hosts[host]["vars"].update((key, _digest(hv, key)) for key in _fleet.DIGESTS if key in hv)
     except (ValueError, OSError) as exc:
         raise AnsibleFilterError("fleet_model: %s" % exc)
+    model, problems = _fleet.build(heads, workers, hosts, defaults, monitoring, routers)
     model["problems"] = problems
     return model
+
+
+def _digest(hostvars, key):
+    """A digest of a host's secret, or a word saying why there is none (a value that does not render: undefined
+    vault variable, failed lookup)."""
+    try:
+        value = hostvars[key]
+    except Exception as exc:  # pylint: disable=broad-except  # whatever rendering the value raised
+        return "unreadable (%s)" % type(exc).__name__
+    return hashlib.sha256(str(value).encode("utf-8", "replace")).hexdigest()
 
 
 def mixed_within_clusters(values, clusters, label=""):

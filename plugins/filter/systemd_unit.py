@@ -8,6 +8,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import (
     directive_value,
     exec_arg,
+    hardening,
     path_arg,
     private_tmp_conflicts,
     sandboxing,
@@ -43,6 +44,13 @@ def systemd_sandboxing(hardening, writable=None):
         raise AnsibleFilterError("systemd_sandboxing: %s" % exc)
 
 
+def systemd_hardening(overrides=None):
+    try:
+        return hardening(overrides)
+    except ValueError as exc:
+        raise AnsibleFilterError("systemd_hardening: %s" % exc)
+
+
 def unit_value_problems(variables):
     return unsafe_values(variables)
 
@@ -58,6 +66,7 @@ class FilterModule:
             "systemd_path_arg": systemd_path_arg,
             "systemd_value": systemd_value,
             "systemd_sandboxing": systemd_sandboxing,
+            "systemd_hardening": systemd_hardening,
             "unit_value_problems": unit_value_problems,
             "private_tmp_problems": private_tmp_problems,
         }

@@ -125,7 +125,33 @@ def exit_reason(unit, before, now):
     return None
 
 
-def sandboxing(hardening, writable=()):
+# The systemd sandboxing every service of the fleet starts from, written once: each role's *_systemd_hardening
+# default is this plus what its service allows (hardening()). GPU services (Ray, vLLM) keep it as it is: no
+# PrivateDevices (it hides /dev/nvidia*, /dev/infiniband) and no MemoryDenyWriteExecute (it breaks CUDA/Triton JIT).
+HARDENING = {
+    "NoNewPrivileges": "yes",
+    "ProtectSystem": "strict",
+    "ProtectHome": "yes",
+    "PrivateTmp": "yes",
+    "ProtectKernelTunables": "yes",
+    "ProtectKernelModules": "yes",
+    "ProtectControlGroups": "yes",
+    "RestrictSUIDSGID": "yes",
+    "LockPersonality": "yes",
+}
+
+
+def hardening(overrides=None):
+    """The baseline HARDENING with ``overrides`` ({directive: value}) applied: a new directive is added, an
+    existing one replaced, one set to "" dropped when the unit is written (sandboxing())."""
+    if overrides is not None and not isinstance(overrides, dict):
+        raise ValueError("the sandboxing overrides must be a mapping of systemd directives, got %r" % (overrides,))
+    result = dict(HARDENING)
+    result.update(overrides or {})
+    return result
+
+
+def sandboxing(hardening, writable=()):  # pylint: disable=redefined-outer-name
     """The lines of a unit's sandboxing: one ``Key=value`` per setting of ``hardening`` ({directive: value},
     sorted; an empty value leaves the directive out, a boolean is yes or no), then, when ``ProtectSystem`` is
     set, ``ReadWritePaths=`` with the ``writable`` paths (each once, in order; empty ones skipped). Every service

@@ -12,7 +12,7 @@ import pytest
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils import ray_serve as rs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def model(name="tiny-llama", **over):

@@ -1,0 +1,132 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The routers of the fleet model: one vllm-router per served model on every host of the ``router`` group
+(vllm-router 0.1.17 sends a request to any of its workers whatever its "model" field says), its backends the vLLM
+URL of every cluster serving that model."""
+
+import re
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils import checks
+from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.common import join, url, variants
+from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import SHARED_SETTINGS
+
+INSTANCE_RE = re.compile(r"[^A-Za-z0-9_.-]+")
+# Where the vLLM API keys of clusters behind a router live (beside the inventory): one per routed model.
+ROUTED_KEY_PREFIX = "router/"
+
+
+def router_instance(model):
+    """The name of a served model's router instance (systemd vllm-router@<instance>, file names)."""
+    return INSTANCE_RE.sub("-", str(model)).strip("-.") or "model"
+
+
+def _router_ports(settings, models):
+    """{model: (port, metrics_port)} from router_port/router_metrics_port (one model) or router_model_ports."""
+    table = settings.get("router_model_ports") or {}
+    if not table and len(models) == 1:
+        return {models[0]: (settings.get("router_port"), settings.get("router_metrics_port"))}
+    ports = {}
+    for model, entry in table.items():
+        ports[model] = ((entry or {}).get("port"), (entry or {}).get("metrics_port"))
+    return ports
+
+
+def build_routers(fleet):
+    """fleet.router_model: {"hosts", "addresses", "models": {model: {...}}}; and each cluster's router_model and
+    vllm_api_key_name."""
+    routers = fleet.routers
+    result = fleet.router_model
+    served = {}
+    for name, cluster in sorted(fleet.clusters.items()):
+        served.setdefault(cluster["served_model_name"], []).append(name)
+    if routers:
+        _build(fleet, served)
+    for cluster in fleet.clusters.values():
+        routed = result["models"].get(cluster["served_model_name"])
+        cluster["router_model"] = cluster["served_model_name"] if routed else ""
+        # The vLLM API key's name beside the inventory (credentials/<name>/vllm_api_key): the cluster's own, or
+        # the routed model's, shared by every cluster behind the router (it passes the client's key through).
+        cluster["vllm_api_key_name"] = ROUTED_KEY_PREFIX + routed["instance"] if routed else cluster["name"]
+
+
+def _build(fleet, served):
+    routers, problems, result = fleet.routers, fleet.problems, fleet.router_model
+    keys = SHARED_SETTINGS["router"]
+    for key in keys:
+        values = {h: fleet.setting(h, key) for h in routers}
+        if len(set(repr(v) for v in values.values())) > 1:
+            problems.append(
+                "the router hosts disagree on %s (%s): clients and the rollout treat them as one router. Set it once "
+                "for the router group." % (key, variants(values))
+            )
+    settings = {k: fleet.setting(routers[0], k) for k in keys}
+    result["addresses"] = {h: fleet.address(h) for h in routers}
+    if not served:
+        problems.append(
+            "the router group has hosts (%s) but the inventory serves no model: a router needs at least one cluster "
+            "(ray_head) behind it." % join(routers)
+        )
+        return
+    table = settings.get("router_model_ports") or {}
+    if not isinstance(table, dict):
+        problems.append("router_model_ports must map served model names to {port, metrics_port}, got %r." % (table,))
+        table = {}
+        settings["router_model_ports"] = {}
+    ports = _router_ports(settings, sorted(served))
+    if len(served) > 1 and not table:
+        problems.append(
+            "the clusters serve %d models (%s) and vllm-router routes one model per port (its regular mode ignores a "
+            "request's model): set router_model_ports, e.g. {%s}."
+            % (
+                len(served),
+                join(sorted(served)),
+                ", ".join(
+                    "%s: {port: %d, metrics_port: %d}" % (m, 30000 + i, 29000 + i) for i, m in enumerate(sorted(served))
+                ),
+            )
+        )
+    for model in sorted(set(ports) - set(served)):
+        problems.append(
+            "router_model_ports names %s, which no cluster serves, so its router would have no backend (the clusters "
+            "serve %s). Remove it or fix the name (vllm_served_model_name)." % (model, join(sorted(served)))
+        )
+    for model in sorted(set(served) - set(ports)) if table else []:
+        problems.append(
+            "clusters %s serve %s but router_model_ports gives it no port: add %s: {port: ..., metrics_port: ...}."
+            % (join(served[model]), model, model)
+        )
+    checked = {}
+    for model, (port, metrics) in sorted(ports.items()):
+        for kind, value in (("router port", port), ("metrics port", metrics)):
+            if not checks.port([], kind, value, ""):
+                problems.append("the %s of the %s router is %r: use a TCP port number." % (kind, model, value))
+                value = None
+            checked[(model, kind)] = int(value) if value is not None else 0
+    instances = {}
+    for model in served:
+        instances.setdefault(router_instance(model), []).append(model)
+    for instance, models in sorted(instances.items()):
+        if len(models) > 1:
+            problems.append(
+                "served model names %s give one router instance name (%s): rename one (vllm_served_model_name)."
+                % (join(sorted(models)), instance)
+            )
+    router_host = settings.get("router_host")
+    for model, names in sorted(served.items()):
+        if model not in ports:
+            continue
+        port, metrics = checked[(model, "router port")], checked[(model, "metrics port")]
+        result["models"][model] = {
+            "model": model,
+            "instance": router_instance(model),
+            "port": port,
+            "metrics_port": metrics,
+            "clusters": names,
+            "backends": [{"cluster": c, "url": fleet.clusters[c]["vllm_url"]} for c in names],
+            # How clients reach it on each router host.
+            "urls": {
+                h: url(router_host if isinstance(router_host, str) else None, port or None, result["addresses"][h])
+                for h in routers
+            },
+        }

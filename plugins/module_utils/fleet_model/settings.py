@@ -1,0 +1,123 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The settings the fleet model reads, resolved once for every host of the fleet (Ray nodes, monitoring hosts,
+routers): the inventory's value, else the owning role's default."""
+
+# Ports Ray listens on at every node, and at a head only.
+RAY_NODE_PORTS = (
+    "ray_metrics_export_port",
+    "ray_node_manager_port",
+    "ray_object_manager_port",
+    "ray_dashboard_agent_listen_port",
+    "ray_dashboard_agent_grpc_port",
+    "ray_runtime_env_agent_port",
+)
+RAY_HEAD_PORTS = ("ray_gcs_port", "ray_dashboard_port", "ray_client_server_port")
+RAY_PORTS = RAY_HEAD_PORTS + RAY_NODE_PORTS + ("ray_min_worker_port", "ray_max_worker_port")
+
+# Settings other roles read for hosts other than the one they run on (Prometheus scrapes every node, the vLLM
+# server talks to its head, ...). Their defaults are read from the owning role's defaults/main.yml (the one place
+# each is declared); inventory values win.
+SHARED_SETTINGS = {
+    "ray": (
+        "ray_python_interpreter",
+        "ray_install_root",
+        "ray_user",
+        "ray_group",
+        "ray_config_dir",
+        "ray_temp_dir",
+        "ray_auth_mode",
+        "ray_environment",
+        "ray_prometheus_name",
+        "ray_num_gpus",
+    )
+    + RAY_PORTS,
+    "vllm": (
+        "vllm_package",
+        "vllm_port",
+        "vllm_host",
+        "vllm_install_root",
+        "vllm_tensor_parallel_size",
+        "vllm_allow_cross_node_tp",
+        "vllm_allowed_cidrs",
+        "vllm_config_dir",
+    ),
+    "preflight": ("preflight_gpu_check",),
+    "prometheus": ("prometheus_web_listen_address", "prometheus_scrape_interval", "prometheus_ray_head_metrics_ports"),
+    "grafana": ("grafana_http_addr", "grafana_http_port"),
+    "alertmanager": ("alertmanager_install_source", "alertmanager_web_listen_address", "alertmanager_cluster_port"),
+    "router": ("router_host", "router_port", "router_metrics_port", "router_model_ports", "router_allowed_cidrs"),
+    "node_exporter": ("node_exporter_port",),
+    "dcgm_exporter": ("dcgm_exporter_port",),
+}
+# Roles whose settings describe a Ray node (published as each node's settings); the others describe the monitoring
+# hosts and routers.
+NODE_ROLES = ("ray", "vllm", "preflight")
+
+# Settings every node of one cluster must share: Ray refuses mixed versions, and the head, the workers and the vLLM
+# server find each other on these ports.
+CLUSTER_UNIFORM = ("ray_version", "vllm_version", "vllm_package", "ray_auth_mode") + RAY_PORTS + ("vllm_port",)
+
+# Inventory variables of the fleet model itself (no role default: computed here). The versions have no role
+# default: they are required inventory settings.
+PINNED_VERSIONS = ("ray_version", "vllm_version")
+INPUTS = (
+    "ray_cluster_name",
+    "ray_node_ip",
+    "ray_node_interface",
+    "ray_dashboard_host",
+    "vllm_served_model_name",
+    "vllm_model_path",
+    "vllm_pipeline_parallel_size",
+    "model_path",
+) + PINNED_VERSIONS
+# Secrets the model compares between hosts but never holds: the filter hands it a digest of each.
+DIGESTS = ("vllm_api_key",)
+
+SHARED_KEYS = tuple(key for keys in SHARED_SETTINGS.values() for key in keys)
+NODE_KEYS = tuple(sorted(key for role in NODE_ROLES for key in SHARED_SETTINGS[role]))
+
+
+def literal_defaults(role_defaults):
+    """{variable: default} of SHARED_SETTINGS from {role: parsed defaults/main.yml}; a templated default is refused
+    (it could only be rendered in its own role's context)."""
+    result = {}
+    for role, keys in SHARED_SETTINGS.items():
+        declared = role_defaults.get(role) or {}
+        for key in keys:
+            if key not in declared:
+                raise ValueError("%s is not declared in roles/%s/defaults/main.yml" % (key, role))
+            value = declared[key]
+            if isinstance(value, str) and "{{" in value:
+                raise ValueError("%s in roles/%s/defaults/main.yml must be a literal to be shared" % (key, role))
+            result[key] = value
+    return result
+
+
+def host_vars(hosts, host):
+    """The inventory variables the filter handed over for ``host`` ({} when it handed none)."""
+    info = hosts.get(host) if isinstance(hosts, dict) else None
+    hvars = info.get("vars") if isinstance(info, dict) else None
+    return hvars if isinstance(hvars, dict) else {}
+
+
+def resolve(hosts, defaults, names):
+    """{host: {setting: value}} for every host of ``names``: each shared setting from the host's inventory
+    variables, else its role's default, and the model's own inputs (None when unset). The one place settings are
+    resolved: every builder reads them from here."""
+    result = {}
+    for host in names:
+        hvars = host_vars(hosts, host)
+        settings = {key: hvars.get(key, defaults.get(key)) for key in SHARED_KEYS}
+        settings.update((key, hvars.get(key)) for key in INPUTS + DIGESTS)
+        result[host] = settings
+    return result
+
+
+def node_settings(settings):
+    """The settings a Ray node publishes (fleet_node.settings): its Ray, vLLM and preflight settings and the pinned
+    versions."""
+    published = {key: settings.get(key) for key in NODE_KEYS}
+    published.update((key, settings.get(key)) for key in PINNED_VERSIONS)
+    return published

@@ -1,0 +1,44 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Each role's input checks, as plain Python: one function per role that takes the role's variables (as the role
+sees them, defaults included), the host, the fleet model and what else the role knows (``context``), and returns
+one list of problems, each naming the variable, the host or cluster, the value and the fix (secrets are never
+shown). The roles' tasks/validate.yml assert that list is empty (filter ``rayvllm.fleet.input_problems``).
+
+Plain Python, no Ansible import; the unit tests call the functions directly.
+"""
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import (
+    alertmanager,
+    firewall,
+    grafana,
+    model,
+    preflight,
+    prometheus,
+    ray,
+    router,
+    vllm,
+    vllm_watchdog,
+)
+
+ROLES = {
+    "alertmanager": alertmanager.problems,
+    "firewall": firewall.problems,
+    "grafana": grafana.problems,
+    "model": model.problems,
+    "preflight": preflight.problems,
+    "preflight_fleet": preflight.fleet_problems,
+    "prometheus": prometheus.problems,
+    "ray": ray.problems,
+    "router": router.problems,
+    "vllm": vllm.problems,
+    "vllm_watchdog": vllm_watchdog.problems,
+}
+
+
+def problems(role, values, host, model=None, context=None):
+    """The problems of ``role``'s inputs on ``host`` (a list of messages, empty when they are usable)."""
+    if role not in ROLES:
+        raise ValueError("no input checks for role %r (known: %s)" % (role, ", ".join(sorted(ROLES))))
+    return ROLES[role](values if isinstance(values, dict) else {}, str(host), model or {}, context or {})

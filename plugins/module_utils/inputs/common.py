@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""What the roles' input checks share."""
+
+import re
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import private_tmp_conflicts, unsafe_values
+
+DIGITS_RE = re.compile(r"^\d+$")
+
+
+def text(value):
+    """A value as the roles' messages always showed it (Jinja's {{ value }}: Python's str)."""
+    return str(value)
+
+
+def digits(value):
+    """Jinja's `value | string is match('^\\d+$')`."""
+    return not isinstance(value, bool) and bool(DIGITS_RE.match(str(value)))
+
+
+def number(value, default=0.0):
+    """Jinja's `value | float`: the number, or ``default`` when it is none."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return default
+
+
+def integer(value, default=0):
+    """Jinja's `value | int`."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        try:
+            return int(float(value))
+        except (TypeError, ValueError):
+            return default
+
+
+def unsafe(values, names):
+    """["NAME (contains a newline)", ...] for the values of ``names`` written into a unit or environment file."""
+    return unsafe_values({name: values.get(name) for name in names})
+
+
+def in_private_tmp(hardening, dirs):
+    return private_tmp_conflicts(hardening if isinstance(hardening, dict) else {}, dirs)
+
+
+def node(model, host):
+    nodes = model.get("nodes") if isinstance(model, dict) else None
+    found = nodes.get(host) if isinstance(nodes, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def cluster(model, host):
+    clusters = model.get("clusters") if isinstance(model, dict) else None
+    name = node(model, host).get("cluster")
+    found = clusters.get(name) if isinstance(clusters, dict) and name is not None else None
+    return found if isinstance(found, dict) else {}
+
+
+def is_sequence(value):
+    """Jinja's `is sequence and is not string` (a list, not a mapping)."""
+    return isinstance(value, (list, tuple))

@@ -1,0 +1,158 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The vllm role's input checks (roles/vllm/tasks/validate.yml)."""
+
+import json
+import os
+import re
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
+    cluster,
+    digits,
+    in_private_tmp,
+    is_sequence,
+    node,
+    number,
+    text,
+    unsafe,
+)
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
+from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import PlanError, plan
+
+UNIT_VALUES = (
+    "vllm_model_path",
+    "vllm_served_model_name",
+    "vllm_host",
+    "vllm_extra_args",
+    "vllm_environment",
+    "vllm_api_key",
+    "vllm_install_root",
+    "vllm_data_dir",
+    "vllm_config_dir",
+    "vllm_user",
+    "vllm_group",
+    "vllm_systemd_hardening",
+)
+VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+
+
+def problems(values, host, model, context):
+    """values: the vllm role's variables (an unset vllm_version is '<unset>'); context: ``model_source``,
+    ``model_controller_path`` (the weights the plan is checked against on the controller) and ``ray_temp_dir``."""
+    v, found = values, []
+    version = v.get("vllm_version")
+    if version is None or not VERSION_RE.match(text(version)):
+        found.append(
+            "vllm_version must be an exact X.Y.Z release (every Ray node runs the same vLLM); got '%s' on %s. Pin it "
+            'in your inventory\'s group_vars/all.yml, e.g. vllm_version: "0.11.0".' % (text(version), host)
+        )
+    for key, what in (
+        ("vllm_venvs_keep", "older venvs kept besides the current and the previous one"),
+        ("vllm_stop_timeout", "seconds systemd waits for vLLM to stop"),
+    ):
+        if not digits(v.get(key)):
+            found.append(
+                "%s must be a whole number, 0 or more (%s); got '%s' on %s." % (key, what, text(v.get(key)), host)
+            )
+
+    path, port = v.get("vllm_model_path"), v.get("vllm_port")
+    utilization, max_len = number(v.get("vllm_gpu_memory_utilization")), v.get("vllm_max_model_len")
+    if not (
+        isinstance(path, str)
+        and re.match(r"^/.+", path)
+        and len(v.get("vllm_served_model_name") or "") > 0
+        and digits(v.get("vllm_tensor_parallel_size"))
+        and digits(v.get("vllm_pipeline_parallel_size"))
+        and digits(port)
+        and 0 < int(text(port)) < 65536
+        and 0 < utilization <= 1
+        and (max_len is None or digits(max_len))
+        and is_sequence(v.get("vllm_extra_args"))
+        and isinstance(v.get("vllm_environment"), dict)
+    ):
+        found.append(
+            "vLLM settings on %s are not usable: vllm_model_path must be absolute (got '%s'; set model_path), "
+            "vllm_tensor_parallel_size / vllm_pipeline_parallel_size whole numbers (0 = auto; got %s / %s), "
+            "vllm_port 1-65535 (got %s), vllm_gpu_memory_utilization in (0, 1] (got %s), vllm_extra_args a list, "
+            "vllm_environment a mapping."
+            % (host, text(path), text(v.get("vllm_tensor_parallel_size")), text(v.get("vllm_pipeline_parallel_size")),
+               text(port), text(v.get("vllm_gpu_memory_utilization")))
+        )  # fmt: skip
+
+    key = v.get("vllm_api_key")
+    if not (isinstance(key, str) and len(key) >= 16 and not re.search(r"\s", key)):
+        found.append(
+            "vllm_api_key on %s is empty, shorter than 16 characters or holds white space: anyone reaching the vLLM "
+            "port could use the model. Remove the setting to have a key generated (kept in the inventory's "
+            "credentials/ directory) or set vllm_api_key from a vault." % host
+        )
+    extra = v.get("vllm_extra_args") if is_sequence(v.get("vllm_extra_args")) else []
+    if any(str(arg).startswith("--api-key") for arg in extra):
+        found.append(
+            "vllm_extra_args contains --api-key: the command line is visible to every user (ps, journal). Set "
+            "vllm_api_key (from a vault) instead; it is passed through a root-only environment file."
+        )
+
+    environment = v.get("vllm_environment") if isinstance(v.get("vllm_environment"), dict) else {}
+    overridden = [k for k in environment if re.match(r"^(RAY_AUTH_|VLLM_API_KEY$)", str(k))]
+    if text(v.get("vllm_user")) in ("root", "0") or text(v.get("vllm_group")) in ("root", "0") or overridden:
+        found.append(
+            "On %s: vllm_user/vllm_group must not be root (got %s/%s; vLLM would run model code as root: use the "
+            "default, ray)%s." % (
+                host, text(v.get("vllm_user")), text(v.get("vllm_group")),
+                ", and vllm_environment must not set %s (ray_auth_mode, ray_auth_token and vllm_api_key set them)"
+                % ", ".join(overridden) if overridden else "",
+            )
+        )  # fmt: skip
+
+    bad = unsafe(dict(v, vllm_version=text(version)), UNIT_VALUES + ("vllm_version",))
+    if bad:
+        found.append(
+            "On %s: %s. A newline in a value written into vllm.service or vllm.env would start a directive of its own "
+            "(e.g. ExecStartPre=+..., run as root): remove it." % (host, ", ".join(bad))
+        )
+
+    found.extend(_parallel_plan(v, host, model, context))
+
+    temp = context.get("ray_temp_dir")
+    dirs = {"ray_temp_dir": temp, "vllm_environment.VLLM_RPC_BASE_PATH": environment.get("VLLM_RPC_BASE_PATH", temp)}
+    in_tmp = in_private_tmp(v.get("vllm_systemd_hardening"), dirs)
+    if in_tmp:
+        found.append(
+            "On %s: %s under /tmp or /var/tmp, but vllm.service has a private /tmp "
+            "(vllm_systemd_hardening.PrivateTmp): the Ray head's processes, including the vLLM ranks Ray places on "
+            "this node, would not see the engine's "
+            "ZeroMQ sockets or Ray's session, and the server would hang at start. Use a directory outside /tmp "
+            '(ray_temp_dir defaults to /var/lib/ray/tmp), or set PrivateTmp to "".' % (host, ", ".join(in_tmp))
+        )
+    return found
+
+
+def _parallel_plan(v, host, model, context):
+    """The weights come from the controller and every node declares its GPUs: the parallel plan is checked now, once
+    per cluster (on its head), before any host changes. (Otherwise the serve step plans against the live cluster,
+    still before vLLM starts.)"""
+    me, mine = node(model, host), cluster(model, host)
+    gpus = mine.get("gpus_per_node") or []
+    source, copy = context.get("model_source"), context.get("model_controller_path")
+    if me.get("role") != "head" or source != "controller" or not copy or not gpus or any(g is None for g in gpus):
+        return []
+    config_path = os.path.join(str(copy), "config.json")
+    try:
+        with open(config_path) as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return []  # the model role's checks name the missing or unreadable copy
+    tp, pp = v.get("vllm_tensor_parallel_size"), v.get("vllm_pipeline_parallel_size")
+    if not digits(tp) or not digits(pp) or not all(digits(g) for g in gpus):
+        return []  # named above
+    try:
+        plan(config, [int(g) for g in gpus], int(text(tp)), int(text(pp)), truthy(v.get("vllm_allow_cross_node_tp")))
+    except PlanError as exc:
+        return [
+            "vLLM cannot run cluster '%s' as planned (vllm_tensor_parallel_size %s, vllm_pipeline_parallel_size %s, "
+            "GPUs per node %s from ray_num_gpus, the model's %s): %s."
+            % (me.get("cluster"), text(tp), text(pp), "+".join(str(g) for g in gpus), config_path, exc)
+        ]
+    return []

@@ -1,0 +1,39 @@
+"""The thin filters over module_utils: each wraps its function and turns its errors into filter errors."""
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.rayvllm.fleet.plugins.filter import env_file, gpu_fleet, grafana_dashboard, listen_url
+from ansible_collections.rayvllm.fleet.plugins.filter import upgrade_plan
+
+
+def test_listen_url():
+    assert listen_url.listen_url("0.0.0.0:9090") == "http://127.0.0.1:9090"
+    with pytest.raises(AnsibleFilterError, match="listen_url: '9090' is not HOST:PORT"):
+        listen_url.listen_url("9090")
+
+
+def test_env_file():
+    assert env_file.env_file({"A": "b c"}) == 'A="b c"\n'
+    with pytest.raises(AnsibleFilterError, match="env_file"):
+        env_file.env_file({"A": "b\nc"})
+
+
+def test_gpu_fleet():
+    facts = {"gpu_count": 8, "nvlink_full_mesh": True, "gpus": [], "driver_version": "550"}
+    assert gpu_fleet.gpu_needs_fabric_manager(facts) is True
+    with pytest.raises(AnsibleFilterError, match="gpu_needs_fabric_manager expects a gpu_topology result"):
+        gpu_fleet.gpu_needs_fabric_manager({})
+    with pytest.raises(AnsibleFilterError, match="expects a dict"):
+        gpu_fleet.gpu_fleet_problems([])
+
+
+def test_grafana_dashboard():
+    assert grafana_dashboard.grafana_dashboard_problems({"uid": "d", "title": "D", "panels": []}, "uid") == []
+    with pytest.raises(AnsibleFilterError, match="needs the provisioned datasource uid"):
+        grafana_dashboard.grafana_dashboard_problems({}, "")
+
+
+def test_upgrade_plan_takes_the_nodes_first():
+    plan = upgrade_plan.upgrade_plan([], "c")
+    assert isinstance(plan, dict) and "problems" in plan

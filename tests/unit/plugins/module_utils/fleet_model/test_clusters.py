@@ -1,0 +1,173 @@
+"""The fleet model's nodes and clusters: heads, members, addresses, settings inside a cluster."""
+
+import json
+
+import pytest
+from conftest import ROOT
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils import fleet_model as fm
+
+from .inventory import DEFAULTS, PINNED, build, facts, host
+
+
+def test_an_inventory_without_cluster_names_is_one_cluster():
+    model, problems = build(
+        ["h"], ["w1", "w2"], {"h": host("10.0.0.1"), "w1": host("10.0.0.2"), "w2": host("10.0.0.3")}
+    )
+    assert problems == []
+    assert list(model["clusters"]) == ["default"]
+    cluster = model["clusters"]["default"]
+    assert cluster["head"] == "h" and cluster["hosts"] == ["h", "w1", "w2"]
+    assert cluster["gcs_address"] == "10.0.0.1:6379"
+    assert cluster["dashboard_url"] == "http://10.0.0.1:8265"
+    assert cluster["vllm_url"] == "http://10.0.0.1:8000"
+    assert model["nodes"]["w2"] == {
+        "cluster": "default",
+        "role": "worker",
+        "ip": "10.0.0.3",
+        "interface": "eth0",
+        "network_env": {"VLLM_HOST_IP": "10.0.0.3", "GLOO_SOCKET_IFNAME": "eth0", "NCCL_SOCKET_IFNAME": "eth0"},
+        "auth_env": {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/etc/ray/auth_token"},
+        "ray_auth_token_file": "/etc/ray/auth_token",
+        "ray_ports": [6800, 6801, 8080, 52365, 52366, 52367],
+        "settings": model["nodes"]["w2"]["settings"],
+    }
+    assert model["nodes"]["h"]["ray_ports"] == [6379, 6800, 6801, 8080, 8265, 10001, 52365, 52366, 52367]
+
+
+def test_two_clusters_with_their_own_ports_and_gpus():
+    hosts = {
+        "a1": host("10.0.0.1", "a", ray_num_gpus=8),
+        "a2": host("10.0.0.2", "a", ray_num_gpus=8),
+        "b1": host("10.0.1.1", "b", ray_gcs_port=6380, vllm_port=8100, vllm_host="10.0.1.1"),
+    }
+    model, problems = build(["a1", "b1"], ["a2"], hosts)
+    assert problems == []
+    assert model["clusters"]["a"]["declared_gpus"] == 16 and model["clusters"]["a"]["gpus_per_node"] == [8, 8]
+    assert model["clusters"]["b"]["gcs_address"] == "10.0.1.1:6380"
+    assert model["clusters"]["b"]["vllm_url"] == "http://10.0.1.1:8100"
+    assert model["clusters"]["b"]["gpus_per_node"] == [None]
+    assert (
+        model["nodes"]["b1"]["settings"]["vllm_port"] == 8100 and model["nodes"]["a1"]["settings"]["vllm_port"] == 8000
+    )
+
+
+def test_the_model_does_not_depend_on_the_order_the_inventory_lists_its_hosts():
+    """Files rendered from the model (Prometheus' targets, the router's backends) must not change, and reload
+    their service, when the same fleet comes from an inventory listing its hosts in another order."""
+    hosts = {"a1": host("10.0.0.1", "a"), "a2": host("10.0.0.2", "a"), "a3": host("10.0.0.3", "a")}
+    hosts["b1"] = host("10.0.1.1", "b", ray_gcs_port=6380)
+    first, problems = build(["a1", "b1"], ["a2", "a3"], hosts, monitoring=["a1"])
+    again, _problems = build(["b1", "a1"], ["a3", "a2"], hosts, monitoring=["a1"])
+    assert problems == []
+    assert json.dumps(first) == json.dumps(again)
+    assert first["clusters"]["a"]["hosts"] == ["a1", "a2", "a3"]
+
+
+def test_explicit_address_and_interface():
+    hosts = {
+        "h": {"vars": {**PINNED, "ray_node_ip": "192.168.10.1"}, "facts": facts("10.0.0.1", "eno1", "192.168.10.1")},
+        "w": {"vars": {**PINNED, "ray_node_interface": "ib0"}, "facts": facts("10.0.0.2", "enp-3s0")},
+    }
+    model, problems = build(["h"], ["w"], hosts)
+    assert problems == []
+    assert (model["nodes"]["h"]["ip"], model["nodes"]["h"]["interface"]) == ("192.168.10.1", "eno1")
+    assert (model["nodes"]["w"]["ip"], model["nodes"]["w"]["interface"]) == ("10.0.0.2", "ib0")
+    assert model["nodes"]["w"]["network_env"]["NCCL_SOCKET_IFNAME"] == "ib0"
+
+
+def test_interface_names_with_dashes_are_found():
+    model, problems = build(["h"], [], {"h": {"vars": PINNED, "facts": facts("10.0.0.1", "br-data")}})
+    assert problems == [] and model["nodes"]["h"]["interface"] == "br-data"
+
+
+@pytest.mark.parametrize(
+    ("heads", "workers", "clusters", "message"),
+    [
+        (["a", "b"], [], {}, "cluster 'default' has 2 heads (a, b): a Ray cluster has exactly one"),
+        ([], ["a", "b"], {}, "cluster 'default' has workers (a, b) but no head"),
+        (["a"], ["b"], {"b": "other"}, "cluster 'other' has workers (b) but no head"),
+        (["a"], ["a", "b"], {}, "a is in both ray_head and ray_workers"),
+        ([], [], {}, "The inventory has no Ray node"),
+        (["a"], ["b"], {"a": "x y", "b": "x y"}, "ray_cluster_name 'x y' on a is not a usable cluster name"),
+    ],
+)
+def test_membership_problems(heads, workers, clusters, message):
+    hosts = {name: host("10.0.0.%d" % (i + 1), clusters.get(name)) for i, name in enumerate("ab")}
+    _model, problems = build(heads, workers, hosts)
+    assert any(message in p for p in problems), problems
+
+
+@pytest.mark.parametrize("key", fm.CLUSTER_UNIFORM)
+def test_settings_that_differ_inside_a_cluster(key):
+    hosts = {"a": host("10.0.0.1", "c"), "b": host("10.0.0.2", "c"), "x": host("10.0.1.1", "other")}
+    hosts["b"]["vars"][key] = 1234
+    _model, problems = build(["a", "x"], ["b"], hosts)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("cluster 'c': %s must be the same on every node, but it is " % key)
+    assert "1234 on b" in problems[0] and "%s on a" % hosts["a"]["vars"].get(key, DEFAULTS.get(key)) in problems[0]
+    assert problems[0].endswith("Set it once in the cluster's group_vars, not per host.")
+
+
+def test_clusters_may_differ_from_each_other():
+    hosts = {"a": host("10.0.0.1", "a"), "b": host("10.0.0.2", "b", ray_version="2.59.0", ray_gcs_port=7000)}
+    assert build(["a", "b"], [], hosts)[1] == []
+
+
+def test_an_address_on_no_interface():
+    hosts = {"h": {"vars": {**PINNED, "ray_node_ip": "10.9.9.9"}, "facts": facts("10.0.0.1")}}
+    _model, problems = build(["h"], [], hosts)
+    assert problems == [
+        "ray_node_ip 10.9.9.9 is on no interface of h (its addresses: eth0 10.0.0.1, lo 127.0.0.1): Ray, vLLM and NCCL "
+        "would advertise an address nobody reaches. Set ray_node_ip to one of its addresses."
+    ]
+
+
+def test_two_hosts_with_one_address_across_clusters():
+    hosts = {"a": host("10.0.0.1", "a"), "b": host("10.0.0.1", "b")}
+    _model, problems = build(["a", "b"], [], hosts)
+    assert problems == [
+        "a, b share the address 10.0.0.1 (ray_node_ip): every Ray node needs its own. Set ray_node_ip per host."
+    ]
+
+
+def test_no_default_address():
+    _model, problems = build(["h"], [], {"h": {"vars": PINNED, "facts": {"interfaces": ["lo"]}}})
+    assert problems == [
+        "h has no default IPv4 address: set ray_node_ip to the address it uses for the cluster network."
+    ]
+
+
+def test_mixed_within_clusters():
+    values = {"a": "3.11.2", "b": "3.11.2", "c": "3.12.1", "d": "3.12.1"}
+    clusters = {"a": "x", "b": "x", "c": "x", "d": "y"}
+    assert fm.mixed_within_clusters(values, clusters, "Python ") == [
+        "cluster 'x': Python 3.11.2 on a, b; Python 3.12.1 on c"
+    ]
+
+
+def test_roles_read_fleet_facts_not_the_head_group():
+    """No role or playbook picks 'the' head from the inventory group: each cluster has its own."""
+    offenders = [
+        str(p.relative_to(ROOT))
+        for p in list((ROOT / "roles").rglob("*.yml"))
+        + list((ROOT / "roles").rglob("*.j2"))
+        + list((ROOT / "playbooks").glob("*.yml"))
+        if "groups['ray_head'][0]" in p.read_text() or "__ray_node_ip" in p.read_text()
+    ]
+    assert offenders == []
+
+
+def test_token_auth_is_explicit_and_uniform_within_a_cluster():
+    model, problems = build(
+        ["h1"],
+        ["h2"],
+        {"h1": host("10.0.0.1", ray_auth_mode="disabled", ray_config_dir="/etc/ray/"), "h2": host("10.0.0.2")},
+    )
+    assert model["nodes"]["h1"]["auth_env"] == {"RAY_AUTH_MODE": "disabled"}
+    assert model["nodes"]["h1"]["ray_auth_token_file"] == ""
+    assert model["nodes"]["h2"]["auth_env"] == {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": "/etc/ray/auth_token"}
+    assert [p for p in problems if "ray_auth_mode" in p] == [
+        "cluster 'default': ray_auth_mode must be the same on every node, but it is disabled on h1; token on h2. "
+        "Set it once in the cluster's group_vars, not per host."
+    ]

@@ -1,0 +1,100 @@
+"""The fleet model's routers: one vllm-router per served model, its backends and ports."""
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils import fleet_model as fm
+
+from .inventory import DEFAULTS, build, host
+
+
+# --- routers (vllm-router in front of the clusters serving one model) ---
+
+
+def routed(routers=("r",), monitoring=(), **router_vars):
+    hosts = {
+        "a1": host("10.0.0.1", "a", vllm_served_model_name="llama"),
+        "b1": host("10.0.1.1", "b", vllm_served_model_name="llama"),
+    }
+    for r in routers:
+        hosts.setdefault(r, {"vars": dict(router_vars), "facts": {}, "ansible_host": "10.0.9.%d" % (len(hosts) + 1)})
+    return fm.build(["a1", "b1"], [], hosts, DEFAULTS, list(monitoring), list(routers))
+
+
+def test_one_router_per_served_model_with_every_cluster_serving_it_as_backend():
+    model, problems = routed()
+    assert problems == []
+    llama = model["routers"]["models"]["llama"]
+    assert llama["port"] == 30000 and llama["metrics_port"] == 29000 and llama["instance"] == "llama"
+    assert llama["backends"] == [
+        {"cluster": "a", "url": "http://10.0.0.1:8000"},
+        {"cluster": "b", "url": "http://10.0.1.1:8000"},
+    ]
+    assert llama["urls"] == {"r": "http://10.0.9.3:30000"}
+    # The clusters share the routed model's key (the router passes the client's key through).
+    assert model["clusters"]["a"]["router_model"] == "llama"
+    assert model["clusters"]["a"]["vllm_api_key_name"] == model["clusters"]["b"]["vllm_api_key_name"] == "router/llama"
+    # The routers reach the backends' vLLM port; clients reach the router port, Prometheus its metrics port.
+    vllm = next(s for s in model["firewall"]["a1"]["services"] if s["name"] == "vLLM API")
+    assert "10.0.9.3" in vllm["sources"]
+    services = {s["name"]: s for s in model["firewall"]["r"]["services"]}
+    assert services["vLLM router"]["ports"] == [30000] and services["vLLM router metrics"]["ports"] == [29000]
+
+
+def test_without_a_router_group_the_clusters_keep_their_own_keys():
+    model, problems = build(["a1"], [], {"a1": host("10.0.0.1", "a", model_path="/srv/models/llama-3/")})
+    assert problems == [] and model["routers"]["models"] == {}
+    assert model["clusters"]["a"]["served_model_name"] == "llama-3"
+    assert model["clusters"]["a"]["router_model"] == "" and model["clusters"]["a"]["vllm_api_key_name"] == "a"
+
+
+def test_a_router_with_no_cluster_behind_it_is_refused():
+    _model, problems = fm.build([], [], {"r": {"vars": {}, "facts": {}}}, DEFAULTS, [], ["r"])
+    assert any("the router group has hosts (r) but the inventory serves no model" in p for p in problems)
+
+
+def test_several_models_need_a_port_each():
+    hosts = {
+        "a1": host("10.0.0.1", "a", vllm_served_model_name="llama"),
+        "b1": host("10.0.1.1", "b", vllm_served_model_name="qwen"),
+        "r": {"vars": {}, "facts": {}, "ansible_host": "10.0.9.1"},
+    }
+    _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])
+    assert any("serve 2 models (llama, qwen)" in p and "router_model_ports" in p for p in problems)
+    hosts["r"]["vars"]["router_model_ports"] = {"llama": {"port": 30000, "metrics_port": 29000},
+                                                "qwen": {"port": 30001, "metrics_port": 29001}}  # fmt: skip
+    model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])
+    assert problems == []
+    assert model["routers"]["models"]["qwen"]["backends"] == [{"cluster": "b", "url": "http://10.0.1.1:8000"}]
+
+
+def test_two_models_on_one_router_port_are_refused():
+    hosts = {
+        "a1": host("10.0.0.1", "a", vllm_served_model_name="llama"),
+        "b1": host("10.0.1.1", "b", vllm_served_model_name="qwen"),
+        "r": {"vars": {"router_model_ports": {"llama": {"port": 30000, "metrics_port": 29000},
+                                              "qwen": {"port": 30000, "metrics_port": 29001}}},
+              "facts": {}, "ansible_host": "10.0.9.1"},
+    }  # fmt: skip
+    _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])
+    assert any(
+        "port 30000 on router host r is wanted by llama's router port, qwen's router port" in p for p in problems
+    )
+
+
+def test_a_port_for_a_model_nobody_serves_is_refused():
+    _model, problems = routed(router_model_ports={"llama": {"port": 30000, "metrics_port": 29000},
+                                                  "qwen": {"port": 30001, "metrics_port": 29001}})  # fmt: skip
+    assert any("router_model_ports names qwen, which no cluster serves" in p for p in problems)
+
+
+def test_a_router_port_taken_by_another_service_on_its_host_is_refused():
+    hosts = {
+        "a1": host("10.0.0.1", "a", vllm_served_model_name="llama"),
+        "b1": host("10.0.1.1", "b", vllm_served_model_name="llama", router_port=8000),
+    }
+    _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, ["a1"], ["a1", "b1"])
+    assert any("router hosts disagree on router_port" in p for p in problems)
+    hosts["a1"]["vars"]["router_port"] = 8000
+    _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, ["a1"], ["a1", "b1"])
+    assert any("port 8000 on router host a1 is wanted by llama's router port, vLLM" in p for p in problems)
+    hosts["a1"]["vars"]["router_port"] = hosts["b1"]["vars"]["router_port"] = 9090
+    _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, ["a1"], ["a1", "b1"])
+    assert any("port 9090 on router host a1 is wanted by llama's router port, Prometheus" in p for p in problems)
