@@ -6,13 +6,15 @@
 #   benchmarks/staging.sh                 # uv, warm cache
 #   BENCH_COLD=1 benchmarks/staging.sh    # uv, empty cache (the first staging of a release on a node)
 #   INSTALLER=pip benchmarks/staging.sh
+#   LIMIT=ray-head benchmarks/staging.sh  # one node alone: a real node's time (the sandbox's 4 share 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_FORCE_COLOR=0 ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks
 export BENCH_COLD=${BENCH_COLD:-0} MOLECULE_PROJECT_DIRECTORY=$PWD
 installer=${INSTALLER:-uv}
 log=.cache/bench-staging-$installer.log
-ansible-playbook -i inventories/sandbox benchmarks/staging.yml -e bench_installer="$installer" >"$log" 2>&1 \
+ansible-playbook -i inventories/sandbox benchmarks/staging.yml -e bench_installer="$installer" ${LIMIT:+--limit "$LIMIT"} \
+  >"$log" 2>&1 \
   || { tail -n 40 "$log"; exit 1; }
 step=$(grep -E '^Benchmark \| the timed step' "$log" | grep -oE '[0-9.]+s$' | tr -d s)
 freeze=$(grep -oE 'same pip freeze \([0-9]+ distributions\)' "$log" | sort -u | paste -sd' ')
