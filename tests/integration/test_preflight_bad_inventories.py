@@ -1,5 +1,6 @@
 """Bad inventories fail in preflight, before any host changes, naming the fix."""
 
+import re
 import shutil
 import socket
 import sys
@@ -92,7 +93,16 @@ def test_small_shm(run_preflight):
 def test_overlapping_ports(run_preflight):
     rc, out = run_preflight(local_hosts(), {"ray_metrics_export_port": 10500})
     assert rc != 0
-    assert "Ray ports on node-a overlap" in out
+    # The fleet model's table of services names it first (the run stops there, before the ray role's checks).
+    assert "port 10500 of the Ray metrics (ray_metrics_export_port) on node-a lies in Ray's worker port range" in out
+
+
+def test_two_services_of_a_head_on_one_port(run_preflight):
+    """vLLM and Ray's client server both want 10001 on the head: named with both variables, before any change."""
+    rc, out = run_preflight(local_hosts(), {"vllm_port": 10001})
+    assert rc != 0
+    assert "port 10001 on node-a is wanted by" in out
+    assert "vLLM API (vllm_port)" in out and "(ray_client_server_port)" in out
 
 
 def test_site_stops_after_preflight(run_preflight):
@@ -117,4 +127,5 @@ def test_port_taken_by_another_program(run_preflight):
             },
         )
     assert rc != 0
-    assert f"Ray's ports are taken by other programs: {port} by python" in out
+    # The program's name as the kernel has it (this test's own process: pytest, or python with -m pytest), its pid.
+    assert re.search(rf"Ray's ports are taken by other programs: {port} by (pytest|python[0-9.]*) \(pid \d+", out), out

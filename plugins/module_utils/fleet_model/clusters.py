@@ -83,6 +83,12 @@ def _node(fleet, host, role):
         cluster = str(cluster)
     addresses = interface_addresses(facts)
     ip = settings.get("ray_node_ip") or (facts.get("default_ipv4") or {}).get("address")
+    if ip is not None and not isinstance(ip, str):
+        problems.append(
+            "ray_node_ip on %s is %r, not an address: set it to the host's IPv4 address as a string, e.g. "
+            '"10.0.0.11".' % (host, ip)
+        )
+        ip = str(ip)
     interface = settings.get("ray_node_interface") or next(
         (name for name, addrs in sorted(addresses.items()) if ip in addrs), None
     )
@@ -134,7 +140,7 @@ def build_nodes(fleet):
     for host, node in fleet.nodes.items():
         if node["ip"]:
             by_ip.setdefault(node["ip"], []).append(host)
-    for ip, owners in sorted(by_ip.items()):
+    for ip, owners in sorted(by_ip.items(), key=lambda item: str(item[0])):
         if len(owners) > 1:
             fleet.problems.append(
                 "%s share the address %s (ray_node_ip): every Ray node needs its own. Set ray_node_ip per host."
@@ -214,8 +220,16 @@ def build_clusters(fleet):
             ),
             # Declared GPUs per node, head first (None where Ray detects them).
             "gpus_per_node": gpus,
-            "declared_gpus": sum(int(g) for g in gpus if g not in (None, "")),
+            "declared_gpus": sum(_gpu_count(g) for g in gpus),
         }
+
+
+def _gpu_count(value):
+    """GPUs a node declares (ray_num_gpus); 0 for an unusable value, which the ray role's input checks name."""
+    try:
+        return max(int(value), 0)
+    except (TypeError, ValueError):
+        return 0
 
 
 def mixed_within_clusters(values, clusters, label="", fmt="%s"):

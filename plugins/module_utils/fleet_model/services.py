@@ -171,17 +171,35 @@ def build_ports(fleet):
         _collisions(fleet, host, claims, worker_range)
 
 
-def _collisions(fleet, host, claims, worker_range):  # pylint: disable=unused-argument
-    """The ports of a router host that a router wants and another service too."""
+def _collisions(fleet, host, claims, worker_range):
+    """Two services of the host on one port, and a port inside the host's Ray worker range (Ray starts a worker
+    process on each port of the range)."""
     by_port = {}
     for port, label, service in claims:
-        by_port.setdefault(port, []).append((label, service))
+        owners = by_port.setdefault(port, [])
+        if label not in [o[0] for o in owners]:
+            owners.append((label, service))
     for port, owners in sorted(by_port.items()):
-        if len(owners) > 1 and any(s.key.startswith("router") for _label, s in owners):
+        if len(owners) < 2:
+            continue
+        if any(s.key.startswith("router") for _label, s in owners):
             # The routers' own ports first, by model.
             owners = sorted(owners, key=lambda o: not o[1].key.startswith("router"))
             labels = [label for label, _service in owners]
             fleet.problems.append(
                 "port %d on router host %s is wanted by %s: give each its own port (router_port, "
                 "router_metrics_port, router_model_ports)." % (port, host, join(labels))
+            )
+            continue
+        fleet.problems.append(
+            "port %d on %s is wanted by %s: give each service of a host its own port (set one of %s)."
+            % (port, host, join(label for label, _s in owners), join(sorted({s.variables[0] for _l, s in owners})))
+        )
+    if worker_range:
+        low, high = worker_range
+        for port, label in sorted({(p, lbl) for p, lbl, _s in claims if low <= p <= high}):
+            fleet.problems.append(
+                "port %d of the %s on %s lies in Ray's worker port range %d-%d (ray_min_worker_port, "
+                "ray_max_worker_port): Ray starts worker processes there. Move the port or the range."
+                % (port, label, host, low, high)
             )

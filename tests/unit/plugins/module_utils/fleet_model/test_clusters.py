@@ -103,6 +103,8 @@ def test_settings_that_differ_inside_a_cluster(key):
     hosts = {"a": host("10.0.0.1", "c"), "b": host("10.0.0.2", "c"), "x": host("10.0.1.1", "other")}
     hosts["b"]["vars"][key] = 1234
     _model, problems = build(["a", "x"], ["b"], hosts)
+    # 1234 as the bottom of b's worker range also puts b's other ports inside it: named separately.
+    problems = [p for p in problems if "lies in Ray's worker port range" not in p]
     assert len(problems) == 1, problems
     assert problems[0].startswith("cluster 'c': %s must be the same on every node, but it is " % key)
     assert "1234 on b" in problems[0] and "%s on a" % hosts["a"]["vars"].get(key, DEFAULTS.get(key)) in problems[0]
