@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Write docs/variables.md from roles/*/meta/argument_specs.yml: per role, per entry point, every option's
 name, type, default and description, Ansible's markup (C(), I(), O(), V(), M(), B(), U(), L(), E(), RV())
 turned into Markdown.
@@ -83,7 +82,7 @@ def markup(text):
         elif kind == "U":
             out.append("<%s>" % content)
         elif kind == "L":
-            label, _, url = content.rpartition(",")
+            label, _sep, url = content.rpartition(",")
             out.append("[%s](%s)" % (_plain(label.strip()), url.strip()))
         pos = end + 1
 
@@ -157,7 +156,7 @@ def render(root):
         "[README's quick start](../README.md#production-quick-start); the topic pages say which variables matter",
         "for what.",
         "",
-        "Roles: %s." % ", ".join("[`%s`](#%s)" % (role, _anchor(role)) for role, _, _ in roles),
+        "Roles: %s." % ", ".join("[`%s`](#%s)" % (role, _anchor(role)) for role, _entry, _options in roles),
     ]
     for role, source, specs in roles:
         lines += ["", '<a id="%s"></a>' % _anchor(role), "", "## Role `%s`" % role, ""]
@@ -182,7 +181,7 @@ def render(root):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--check", action="store_true", help="exit 1 when the page differs from the argument specs")
     parser.add_argument("--root", type=Path, default=ROOT, help="the collection's root (default: this checkout)")
     args = parser.parse_args(argv)

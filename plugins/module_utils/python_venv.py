@@ -89,7 +89,7 @@ def python_version(venv):
     try:
         with open(os.path.join(venv, "pyvenv.cfg")) as handle:
             for line in handle:
-                key, _, value = line.partition("=")
+                key, _sep, value = line.partition("=")
                 if key.strip() in ("version", "version_info"):
                     return ".".join(value.strip().split(".")[:3])
     except OSError:
@@ -118,7 +118,7 @@ def installed_versions(venv, names):
         for entry in os.listdir(directory):
             if not entry.endswith(".dist-info"):
                 continue
-            name, _, version = entry[: -len(".dist-info")].rpartition("-")
+            name, _sep, version = entry[: -len(".dist-info")].rpartition("-")
             if normalize(name) in wanted:
                 found[normalize(name)] = version
     return found

@@ -35,7 +35,7 @@ def test_parse_processes_skips_own_and_unrelated():
   301 sshd: root
 """
     found = hr.parse_processes(ps, ["ray::", "/raylet", "/opt/ray/"], own_pids=(300,))
-    assert [pid for pid, _ in found] == [210, 211]
+    assert [pid for pid, _name in found] == [210, 211]
 
 
 def test_plan_lists_everything_and_nothing_on_a_clean_host():
