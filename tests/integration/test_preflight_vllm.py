@@ -95,3 +95,33 @@ def test_vllm_venv_with_another_ray_fails_naming_the_host(run_preflight, tmp_pat
     assert rc != 0
     assert f"{venv} on node-a has Ray '2.59.0' but the cluster runs 2.60.0" in out
     assert "PLAY [VLLM | serve on the Ray head]" not in out
+
+
+RAY_SERVE_MODEL = {
+    "name": "m",
+    "model_path": "/srv/models/example",
+    "tensor_parallel_size": 1,
+    "pipeline_parallel_size": 1,
+    "min_replicas": 1,
+    "max_replicas": 1,
+    "target_ongoing_requests": 4,
+    "engine_kwargs": {},
+}
+
+
+def test_ray_serve_cluster_whose_hosts_disagree_on_the_mode(run_preflight):
+    hosts = local_hosts(**{"node-b": {"vllm_serving_mode": "ray_serve"}})
+    rc, out = run_preflight(hosts, {"ray_serve_models": [RAY_SERVE_MODEL], "ray_num_gpus": 1})
+    assert rc != 0
+    assert "cluster 'default': vllm_serving_mode must be the same on every node" in out
+    assert "ray_serve on node-b" in out
+
+
+def test_ray_serve_cluster_with_another_vllm_than_ray_pins(run_preflight):
+    rc, out = run_preflight(
+        local_hosts(),
+        {"vllm_serving_mode": "ray_serve", "ray_serve_models": [RAY_SERVE_MODEL], "ray_num_gpus": 1},
+    )
+    assert rc != 0
+    assert "Ray 2.60.0's Serve LLM is built for vLLM 0.29.0" in out and "vllm_version is 0.32.0" in out
+    assert "ray_serve_allow_vllm_version_mismatch" in out

@@ -34,6 +34,7 @@ SHARED_SETTINGS = {
     )
     + RAY_PORTS,
     "vllm": (
+        "vllm_serving_mode",
         "vllm_package",
         "vllm_port",
         "vllm_host",
@@ -57,7 +58,9 @@ NODE_ROLES = ("ray", "vllm", "preflight")
 
 # Settings every node of one cluster must share: Ray refuses mixed versions, and the head, the workers and the vLLM
 # server find each other on these ports.
-CLUSTER_UNIFORM = ("ray_version", "vllm_version", "vllm_package", "ray_auth_mode") + RAY_PORTS + ("vllm_port",)
+CLUSTER_UNIFORM = (
+    ("ray_version", "vllm_version", "vllm_package", "ray_auth_mode", "vllm_serving_mode") + RAY_PORTS + ("vllm_port",)
+)
 
 # Inventory variables of the fleet model itself (no role default: computed here). The versions have no role
 # default: they are required inventory settings.
