@@ -69,7 +69,7 @@ def _build(fleet, served):
         )
         return
     table = settings.get("router_model_ports") or {}
-    if not isinstance(table, dict):
+    if not isinstance(table, dict) or not all(isinstance(e, dict) or e is None for e in table.values()):
         problems.append("router_model_ports must map served model names to {port, metrics_port}, got %r." % (table,))
         table = {}
         settings["router_model_ports"] = {}
