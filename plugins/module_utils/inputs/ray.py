@@ -5,6 +5,8 @@
 
 import re
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import RAY_HEAD_PORTS, RAY_NODE_PORTS
+
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
     cluster,
     digits,
@@ -15,15 +17,8 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     unsafe,
 )
 
-NODE_PORTS = (
-    "ray_metrics_export_port",
-    "ray_node_manager_port",
-    "ray_object_manager_port",
-    "ray_dashboard_agent_listen_port",
-    "ray_dashboard_agent_grpc_port",
-    "ray_runtime_env_agent_port",
-)
-HEAD_PORTS = ("ray_gcs_port", "ray_dashboard_port", "ray_client_server_port")
+# The one list of Ray's ports (the fleet model's settings).
+NODE_PORTS, HEAD_PORTS = RAY_NODE_PORTS, RAY_HEAD_PORTS
 UNIT_VALUES = (
     "ray_user",
     "ray_group",
