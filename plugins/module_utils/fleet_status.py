@@ -22,7 +22,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlencode
 from urllib.request import Request
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import open_request
+from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import read_response
 from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_state import (
     DashboardUnreachable,
     fetch_nodes,
@@ -45,13 +45,8 @@ class ReadError(Exception):
 def get_json(url, headers=None, timeout=10.0, opener=None):
     """The JSON of ``GET url``. Raises ReadError with the reason (never a header's value)."""
     request = Request(url, headers=dict({"Accept": "application/json"}, **(headers or {})))
-    opener = opener or open_request
     try:
-        response = opener(request, timeout=timeout)
-        try:
-            body = response.read()
-        finally:
-            response.close()
+        body = read_response(request, timeout, opener)
     except HTTPError as exc:
         raise ReadError("HTTP %s from %s" % (exc.code, url.split("?")[0]))
     except (URLError, OSError, ValueError) as exc:

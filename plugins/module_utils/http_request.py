@@ -27,3 +27,16 @@ def open_request(request, timeout):
         timeout=timeout,
         use_netrc=False,
     )
+
+
+def read_response(request, timeout, opener=None):
+    """Send ``request`` with ``opener`` (default: ``open_request``) and return the body of its response.
+
+    The response is closed whatever happens; errors are raised as urllib raises them (``HTTPError``,
+    ``URLError``), for each caller to name in its own words.
+    """
+    response = (opener or open_request)(request, timeout=timeout)
+    try:
+        return response.read()
+    finally:
+        response.close()

@@ -42,7 +42,7 @@ import time
 from urllib.error import HTTPError, URLError
 from urllib.request import Request
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import open_request
+from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import read_response
 
 APPLICATIONS_PATH = "/api/serve/applications/"
 # What Ray's `[llm]` extra pins (Requires-Dist: vllm[audio]==X; extra == "llm" in the Ray wheel's
@@ -518,11 +518,7 @@ def _request(url, token, method="GET", body=None, timeout=30.0, opener=None):
         headers["Authorization"] = "Bearer %s" % token
     request = Request(url, data=data, headers=headers, method=method)
     try:
-        response = (opener or open_request)(request, timeout=timeout)
-        try:
-            return response.read()
-        finally:
-            response.close()
+        return read_response(request, timeout, opener)
     except HTTPError as exc:
         try:
             text = exc.read().decode("utf-8", "replace")

@@ -16,7 +16,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlencode
 from urllib.request import Request
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import open_request
+from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import read_response
 
 ALIVE_NODES_QUERY = urlencode(
     {"filter_keys": "state", "filter_predicates": "=", "filter_values": "ALIVE", "limit": 10000, "detail": "true"}
@@ -124,13 +124,8 @@ def fetch_nodes(dashboard_url, token=None, timeout=10.0, opener=None):
     if token:
         headers["Authorization"] = "Bearer %s" % token
     request = Request(nodes_url(dashboard_url), headers=headers)
-    opener = opener or open_request
     try:
-        response = opener(request, timeout=timeout)
-        try:
-            body = response.read()
-        finally:
-            response.close()
+        body = read_response(request, timeout, opener)
     except HTTPError as exc:
         hint = " (token missing or wrong?)" if exc.code in (401, 403) else ""
         raise DashboardUnreachable("HTTP %s from %s%s" % (exc.code, dashboard_url, hint))

@@ -13,6 +13,10 @@ def test_the_watchdog_timer_runs_and_its_probes_complete():
     host = head()
     timer = host.service("vllm-watchdog.timer")
     assert timer.is_enabled and timer.is_running
+    # Every playbook that held the watchdog off released it when it ended (a hold left over would keep it off
+    # for vllm_watchdog_hold_timeout after a first deployment).
+    hold = host.file("/run/vllm-watchdog/hold")
+    assert not hold.exists, f"the converge left a hold in place: {hold.content_string}"
 
     def probed_ok():
         state = json.loads(host.file("/var/lib/vllm-watchdog/state.json").content_string)

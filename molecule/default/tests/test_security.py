@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import textwrap
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -105,6 +106,11 @@ def test_the_ray_client_server_needs_the_token_too():
     assert "ray client connection timeout" in refused.stderr, refused.stderr[-2000:]
     token_env = f"HOME=/nonexistent RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={RAY_TOKEN_FILE}"
     with_token = ray_client(token_env, address=address)
+    if "Starting Ray client server failed" in with_token.stderr:
+        # The token was accepted (the proxier got as far as starting this client's own server), but that server
+        # process exited while starting: seen once on the loaded CI machine, not reproduced. Once more, after a pause.
+        time.sleep(10)
+        with_token = ray_client(token_env, address=address)
     assert "CONNECTED" in with_token.stdout, with_token.stderr[-2000:]
 
 
