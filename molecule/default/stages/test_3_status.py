@@ -1,5 +1,5 @@
 """playbooks/status.yml with a worker's Ray stopped (issue 29): non-zero, naming the host; the worker is started
-again and the fleet left as found."""
+again and the fleet left as found. Runs before the upgrade stage, which leaves other versions than the inventory's."""
 
 import subprocess
 
