@@ -6,7 +6,6 @@
 import re
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import RAY_HEAD_PORTS, RAY_NODE_PORTS
-
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
     cluster,
     digits,
@@ -17,8 +16,6 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     unsafe,
 )
 
-# The one list of Ray's ports (the fleet model's settings).
-NODE_PORTS, HEAD_PORTS = RAY_NODE_PORTS, RAY_HEAD_PORTS
 UNIT_VALUES = (
     "ray_user",
     "ray_group",
@@ -59,7 +56,7 @@ def problems(values, host, model, context):
                 "%s must be a whole number, 0 or more (%s); got '%s' on %s." % (key, what, text(v.get(key)), host)
             )
 
-    ports = [integer(v.get(p)) for p in NODE_PORTS + HEAD_PORTS]
+    ports = [integer(v.get(p)) for p in RAY_NODE_PORTS + RAY_HEAD_PORTS]
     low, high = integer(v.get("ray_min_worker_port")), integer(v.get("ray_max_worker_port"))
     if len(set(ports)) != len(ports) or low >= high or any(low <= p <= high for p in ports):
         found.append(
