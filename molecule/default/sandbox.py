@@ -203,11 +203,14 @@ def unit_started(host, unit):
 
 class CompletionPoller:
     """Asks the server for a completion every ``interval`` seconds from a thread, as a client would during
-    an operation, and keeps (start time, ok) of each; ``report()`` gives the longest serving gap."""
+    an operation, and keeps (start time, ok) of each; ``report()`` gives the longest serving gap, the slowest
+    answer and what each failed request saw (when, after how long, why), for a failure to be read from the log."""
 
     def __init__(self, interval=0.5, timeout=30, url=None):
         self.interval, self.timeout, self.url = interval, timeout, url
         self.results = []
+        self.failures = []  # (seconds into the poll, seconds the request took, why)
+        self.slowest = 0.0
         self.first_down_at = None  # wall-clock time of the first request refused or failed (not just slow)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -218,10 +221,18 @@ class CompletionPoller:
             down = False
             try:
                 ok = complete(timeout=self.timeout, url=self.url) >= 1
+                why = "no token in the answer"
             except (OSError, ValueError, KeyError) as exc:  # refused, reset, timed out, HTTP 5xx, a bad body
                 ok = False
                 reason = getattr(exc, "reason", exc)
                 down = not isinstance(reason, TimeoutError)  # a slow answer is not a server that is down
+                body = exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else ""
+                why = f"{type(exc).__name__}: {exc} {body}"[:300]
+            took = time.monotonic() - started
+            if ok:
+                self.slowest = max(self.slowest, took)
+            else:
+                self.failures.append((round(started - self.started, 1), round(took, 1), why))
             if down and self.first_down_at is None:
                 self.first_down_at = time.time()
             self.results.append((started, ok))
@@ -238,8 +249,9 @@ class CompletionPoller:
         self.ended = time.monotonic()
 
     def report(self):
-        """{"requests", "failed", "longest_gap_s", "first_failure_s"}: the gap runs from the last success
-        before a failure to the first success after it (to the end if serving never came back)."""
+        """{"requests", "failed", "longest_gap_s", "first_failure_s", "slowest_answer_s", "failures"}: the gap runs
+        from the last success before a failure to the first success after it (to the end if serving never came
+        back); failures: [seconds into the poll, seconds the request took, why] of each failed request."""
         longest, last_ok, first_failure, failing = 0.0, self.started, None, False
         for started, ok in self.results:
             if ok:
@@ -254,7 +266,8 @@ class CompletionPoller:
             longest = max(longest, self.ended - last_ok)
         failed = sum(1 for _started, ok in self.results if not ok)
         return {"requests": len(self.results), "failed": failed, "longest_gap_s": round(longest, 1),
-                "first_failure_s": None if first_failure is None else round(first_failure, 1)}  # fmt: skip
+                "first_failure_s": None if first_failure is None else round(first_failure, 1),
+                "slowest_answer_s": round(self.slowest, 1), "failures": self.failures[:20]}  # fmt: skip
 
 
 class RotationWatcher:
