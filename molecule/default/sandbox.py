@@ -117,20 +117,30 @@ CLUSTER_URLS = {"default": VLLM_URL, "b": "http://10.77.0.13:8000"}
 CLUSTER_HEADS = {"default": "ray-head", "b": "ray-b-head"}  # where each cluster's vLLM server runs
 
 
-def one_cluster_inventory():
-    """An inventory of cluster default alone (no ray-b-head, no router), with the sandbox's group_vars: for what
-    needs a one-cluster fleet (Ray's service-discovery file)."""
-    path = ROOT / ".cache" / "one-cluster"
+def sandbox_inventory(name, drop_hosts=(), drop_groups=()):
+    """A copy of the sandbox inventory under .cache/<name> less some hosts and groups; its group_vars, host_vars
+    and credentials are the sandbox's (links: the same settings, tokens and keys)."""
+    path = ROOT / ".cache" / name
     path.mkdir(parents=True, exist_ok=True)
     hosts = yaml.safe_load((ROOT / "inventories/sandbox/hosts.yml").read_text())
     children = hosts["all"]["children"]
-    children.pop("router", None)
-    children["ray_head"]["hosts"].pop("ray-b-head", None)
+    for group in drop_groups:
+        children.pop(group, None)
+    for group in children.values():
+        for host in drop_hosts:
+            (group.get("hosts") or {}).pop(host, None)
     (path / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    link = path / "group_vars"
-    if not link.exists():
-        link.symlink_to(ROOT / "inventories/sandbox/group_vars")
+    for part in ("group_vars", "host_vars", "credentials"):
+        link = path / part
+        if not link.exists():
+            link.symlink_to(ROOT / "inventories/sandbox" / part)
     return path
+
+
+def one_cluster_inventory():
+    """An inventory of cluster default alone (no ray-b-head, no router), with the sandbox's group_vars: for what
+    needs a one-cluster fleet (Ray's service-discovery file)."""
+    return sandbox_inventory("one-cluster", drop_hosts=["ray-b-head"], drop_groups=["router"])
 
 
 def head():

@@ -189,6 +189,16 @@ def _declared(value):
         return None
 
 
+def members_not_in_inventory(live, model, cluster):
+    """The live Ray nodes (ray_state.parse_nodes) of ``cluster`` whose address no inventory host of that cluster
+    has (its ``ray_node_ip``): a server retired from the inventory while its Ray still runs, or one left out by
+    mistake. Sorted by address; none when ``live`` is None (Ray not read)."""
+    hosts = ((model.get("clusters") or {}).get(cluster) or {}).get("hosts") or []
+    nodes = model.get("nodes") or {}
+    known = set(nodes[h]["ip"] for h in hosts if h in nodes)
+    return sorted((n for n in live or [] if n.get("ip") not in known), key=lambda n: str(n.get("ip")))
+
+
 def alerts_naming(alerts, cluster, hosts):
     """The alerts whose ``ray_cluster`` label is ``cluster`` or whose ``host`` label is one of ``hosts``."""
     return [
@@ -270,17 +280,15 @@ def evaluate(model, probes, fail_severities=DEFAULT_FAIL_SEVERITIES):
                 problems.append(_problem(host, "Ray head of cluster %s" % name, "head node", "a worker node"))
             if asked is not None and found["gpus"] != asked:
                 problems.append(_problem(host, "GPUs in Ray", num_text(asked), num_text(found["gpus"])))
-        inventory_ips = set(nodes[h]["ip"] for h in cluster["hosts"])
-        for extra in live or []:
-            if extra["ip"] not in inventory_ips:
-                problems.append(
-                    _problem(
-                        extra["ip"],
-                        "ALIVE member of Ray cluster %s" % name,
-                        "in the inventory (ray_head or ray_workers)",
-                        "not in the inventory",
-                    )
+        for extra in members_not_in_inventory(live, model, name):
+            problems.append(
+                _problem(
+                    extra["ip"],
+                    "ALIVE member of Ray cluster %s" % name,
+                    "in the inventory (ray_head or ray_workers)",
+                    "not in the inventory",
                 )
+            )
         if live is not None:
             entry["gpus"] = float(sum(n["gpus"] for n in live))
             entry["expected_gpus"] = expected_gpus

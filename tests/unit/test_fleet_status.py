@@ -6,6 +6,7 @@ from urllib.error import HTTPError, URLError
 import pytest
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils import fleet_status as fs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import preflight
 
 KEY = "sk-SECRET-4f9a2c71"
 TOKEN = "ray-TOKEN-19d0"
@@ -367,3 +368,35 @@ def test_gpus_detected_by_ray_are_not_compared():
     assert report["ok"]
     assert report["clusters"]["default"]["expected_gpus"] is None
     assert "GPUs             6/?" in "\n".join(fs.render(report))
+
+
+def test_preflight_names_a_live_member_the_inventory_no_longer_has():
+    """ray-worker-2 taken out of the inventory while its Ray still runs: preflight names it before the run
+    firewalls it off; Ray not read (a first deployment) or every member known: nothing to say."""
+    retired = copy.deepcopy(MODEL)
+    del retired["nodes"]["ray-worker-2"]
+    retired["clusters"]["default"]["hosts"].remove("ray-worker-2")
+    live = healthy_probes()["clusters"]["default"]["ray"]
+    (problem,) = preflight_problems(retired, {"default": live})
+    assert problem.startswith("10.77.0.12 is a live member of cluster default's Ray (ALIVE in the node list of its "
+                              "head ray-head, 2 GPUs), but no host of the inventory has that address.")  # fmt: skip
+    assert "add it back to the inventory (ray_workers, ray_node_ip 10.77.0.12)" in problem
+    assert "playbooks/reset.yml --limit <it> -e reset_confirm=yes" in problem
+    assert fs.members_not_in_inventory(live["nodes"], MODEL, "default") == []
+    assert preflight_problems(MODEL, {"default": live}) == []
+    unread = {"default": {"url": "http://x:8265", "nodes": None, "version": "", "error": "connection refused"}}
+    assert preflight_problems(retired, unread) == []
+
+
+def test_preflight_names_the_inventory_host_of_a_member_moved_to_another_cluster():
+    moved = copy.deepcopy(MODEL)
+    moved["nodes"]["ray-worker-2"]["cluster"] = "b"
+    moved["clusters"]["default"]["hosts"].remove("ray-worker-2")
+    moved["clusters"]["b"]["hosts"].append("ray-worker-2")
+    live = healthy_probes()["clusters"]["default"]["ray"]
+    (problem,) = preflight_problems(moved, {"default": live})
+    assert "but the inventory puts ray-worker-2 (ray_node_ip 10.77.0.12) in cluster b" in problem
+
+
+def preflight_problems(model, members):
+    return preflight.fleet_problems({}, "ray-head", model, {"ray_members": members})

@@ -1,10 +1,10 @@
 """playbooks/status.yml on the converged, healthy sandbox: exit 0, nothing changed, also under --check; one
-table per cluster; JSON for scripts (issue 29)."""
+table per cluster; JSON for scripts. Preflight names a live Ray node the inventory lost (issue 29)."""
 
 import json
 import re
 
-from sandbox import playbook
+from sandbox import NODE_IPS, playbook, sandbox_inventory
 
 
 def recap_changed(out):
@@ -47,3 +47,19 @@ def test_status_json_for_scripts():
     assert report["ok"] and report["problems"] == []
     assert report["clusters"]["default"]["alive"] == 3
     assert report["clusters"]["b"]["serving"]["tokens"] > 0
+
+
+def test_preflight_names_a_live_node_the_inventory_lost():
+    """ray-worker-2 taken out of the inventory while its Ray runs: preflight fails naming its address and the fix,
+    instead of the run firewalling it off and dropping it from Prometheus in silence."""
+    inventory = sandbox_inventory("without-ray-worker-2", drop_hosts=["ray-worker-2"])
+    rc, out = playbook("playbooks/preflight.yml", inventory=inventory)
+    text = " ".join(out.split())
+    ip = NODE_IPS["ray-worker-2"]
+    assert rc != 0, out[-3000:]
+    assert (
+        f"{ip} is a live member of cluster default's Ray (ALIVE in the node list of its head ray-head, 2 GPUs), "
+        "but no host of the inventory has that address." in text
+    ), out[-3000:]
+    assert "run playbooks/reset.yml --limit <it> -e reset_confirm=yes" in text
+    assert recap_changed(out) and set(recap_changed(out)) == {0}, out[-2000:]

@@ -6,6 +6,7 @@ each cluster (roles/preflight/tasks/main.yml)."""
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model import mixed_within_clusters
+from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_status import members_not_in_inventory
 from ansible_collections.rayvllm.fleet.plugins.module_utils.gpu_topology import fleet_problems as fleet_gpu_problems
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import integer, is_sequence, node, text
 
@@ -56,13 +57,43 @@ def problems(values, host, model, context):
     return found
 
 
+def unknown_member_problem(member, cluster, model):
+    """The message for a live member of ``cluster``'s Ray that no inventory host of the cluster accounts for."""
+    nodes = model.get("nodes") or {}
+    head = ((model.get("clusters") or {}).get(cluster) or {}).get("head", "")
+    ip = text(member.get("ip"))
+    elsewhere = sorted(h for h, n in nodes.items() if n.get("ip") == ip)
+    where = (
+        "the inventory puts %s (ray_node_ip %s) in cluster %s" % (elsewhere[0], ip, nodes[elsewhere[0]].get("cluster"))
+        if elsewhere
+        else "no host of the inventory has that address"
+    )
+    gpus = member.get("gpus") or 0
+    return (
+        "%s is a live member of cluster %s's Ray (ALIVE in the node list of its head %s%s), but %s. This run would "
+        "firewall it off and stop monitoring it while Ray keeps scheduling work on it. If it belongs to cluster %s, "
+        "add it back to the inventory (ray_workers, ray_node_ip %s). To retire it, put it back in the inventory and "
+        "run playbooks/reset.yml --limit <it> -e reset_confirm=yes (or stop Ray on it: ray stop --force), then "
+        "remove it from the inventory."
+        % (ip, cluster, head, ", %s GPUs" % (int(gpus) if float(gpus).is_integer() else gpus) if gpus else "", where,
+           cluster, ip)
+    )  # fmt: skip
+
+
 def fleet_problems(values, host, model, context):
     """Across the hosts of each cluster, once. context: ``python`` ({host: the X.Y.Z its ray_python_interpreter
     runs, "" where it does not run}), ``gpus`` ({host: rayvllm.fleet.gpu_topology's result} of the hosts that ran
     it), ``gpu_settings`` ({cluster: {tensor_parallel_size, allow_cross_node_tp, require_nvlink}}), ``fabric``
-    ({host: {"rc", "state"}} of the NVSwitch hosts whose fabric manager was asked) and ``fabric_service``."""
+    ({host: {"rc", "state"}} of the NVSwitch hosts whose fabric manager was asked), ``fabric_service`` and
+    ``ray_members`` ({cluster: rayvllm.fleet.fleet_status_probe's ``ray`` result, read on the heads whose Ray
+    runs})."""
     nodes = model.get("nodes") or {}
     found = []
+    for name, ray in sorted((context.get("ray_members") or {}).items()):
+        if not isinstance(ray, dict):
+            continue
+        for member in members_not_in_inventory(ray.get("nodes"), model, name):
+            found.append(unknown_member_problem(member, name, model))
     versions = {h: text(version) for h, version in (context.get("python") or {}).items() if h in nodes}
     mixed = mixed_within_clusters(versions, {h: nodes[h].get("cluster") for h in versions}, "Python ")
     if mixed:
