@@ -35,8 +35,14 @@ def read_response(request, timeout, opener=None):
     The response is closed whatever happens; errors are raised as urllib raises them (``HTTPError``,
     ``URLError``), for each caller to name in its own words.
     """
+    return read_status_and_body(request, timeout, opener)[1]
+
+
+def read_status_and_body(request, timeout, opener=None):
+    """``(HTTP status, body)`` of ``request``'s response, as ``read_response`` sends it (same errors)."""
     response = (opener or open_request)(request, timeout=timeout)
     try:
-        return response.read()
+        status = getattr(response, "status", None) or getattr(response, "getcode", lambda: 200)()
+        return int(status), response.read()
     finally:
         response.close()

@@ -21,7 +21,7 @@ from http.client import HTTPException
 from urllib.error import HTTPError, URLError
 from urllib.request import Request
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import open_request
+from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import read_status_and_body
 from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_state import num_text
 
 DEFAULT_REQUEST_TIMEOUT = 10.0
@@ -75,14 +75,8 @@ def _reason(exc):
 
 def _fetch(request, timeout, opener):
     """Send ``request``; return ``(status, body)``, HTTP errors included. No answer raises _NoAnswer."""
-    opener = opener or open_request
     try:
-        response = opener(request, timeout=timeout)
-        try:
-            status = getattr(response, "status", None) or response.getcode()
-            return int(status), response.read()
-        finally:
-            response.close()
+        return read_status_and_body(request, timeout, opener)
     except HTTPError as exc:
         try:
             body = exc.read()
