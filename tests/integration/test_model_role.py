@@ -103,3 +103,18 @@ def test_short_disk_fails_before_copying(run_preflight, tmp_path):
     assert rc != 0
     assert "but staging" in out and "GiB (weights still missing plus a 10000000 GiB margin)" in out
     assert not (tmp_path / "node/srv/models/tiny.revisions").exists()
+
+
+def test_a_directory_without_config_json_is_never_moved(run_preflight, tmp_path):
+    """model_path naming a directory that is not weights (here run without preflight, which refuses it first):
+    the role's last guard fails the run and leaves the directory where and as it was."""
+    playbook, group_vars = setup(tmp_path)
+    not_weights = tmp_path / "node/srv/models/tiny"
+    (not_weights / "bin").mkdir(parents=True)
+    (not_weights / "bin/tool").write_text("#!/bin/sh\n")
+    rc, out = run_preflight(NODE, group_vars, playbook=playbook)
+    assert rc != 0
+    assert f"model_path {not_weights} on node-a is a directory that holds no config.json" in " ".join(out.split())
+    assert not_weights.is_dir() and not not_weights.is_symlink()
+    assert (not_weights / "bin/tool").read_text() == "#!/bin/sh\n"
+    assert "legacy" not in revisions(tmp_path)

@@ -125,3 +125,22 @@ def test_ray_serve_cluster_with_another_vllm_than_ray_pins(run_preflight):
     assert rc != 0
     assert "Ray 2.60.0's Serve LLM is built for vLLM 0.29.0" in out and "vllm_version is 0.32.0" in out
     assert "ray_serve_allow_vllm_version_mismatch" in out
+
+
+def test_a_model_path_the_role_would_move_or_remove_is_refused(run_preflight):
+    """A system directory written with '..', which also holds the venvs: every reason named in one run."""
+    rc, out = run_preflight(local_hosts(), {"model_path": "/srv/models/../../opt"})
+    text = " ".join(out.split())
+    assert rc != 0
+    assert "model_path on node-a is '/srv/models/../../opt': write it normalised" in text
+    assert "model_path on node-a is /opt, a system directory" in text
+    assert "model_path /opt on node-a holds vllm_install_root=/opt/vllm" in text
+
+
+def test_a_model_path_that_is_a_directory_without_weights_is_refused_in_preflight(run_preflight, model_dir, tmp_path):
+    not_weights = tmp_path / "srv/data"
+    not_weights.mkdir(parents=True)
+    rc, out = run_preflight(local_hosts(), vllm_vars(model_dir, model_path=str(not_weights)))
+    assert rc != 0
+    assert f"model_path {not_weights} on node-a is a directory that holds no config.json" in " ".join(out.split())
+    assert not_weights.is_dir() and not not_weights.is_symlink()

@@ -119,8 +119,8 @@ def resolve(hosts, defaults, names):
 
 
 def node_settings(settings):
-    """The settings a Ray node publishes (fleet_node.settings): its Ray, vLLM and preflight settings and the pinned
-    versions."""
+    """The settings a Ray node publishes (fleet_node.settings): its Ray, vLLM and preflight settings, the pinned
+    versions and model_path (preflight looks at what it is on the host)."""
     published = {key: settings.get(key) for key in NODE_KEYS}
-    published.update((key, settings.get(key)) for key in PINNED_VERSIONS)
+    published.update((key, settings.get(key)) for key in PINNED_VERSIONS + ("model_path",))
     return published

@@ -7,11 +7,65 @@ import os
 import re
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import text
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import node, text
+
+# Directories of the system that are never a model's own directory: the model role moves a model_path that is a
+# real directory under its revisions directory (roles/model/tasks/legacy.yml) and links it, and reset.yml removes it.
+SYSTEM_DIRS = frozenset(
+    "/ /bin /boot /dev /etc /home /lib /lib32 /lib64 /media /mnt /opt /proc /root /run /sbin /srv /sys /tmp /usr "
+    "/usr/bin /usr/lib /usr/local /usr/local/bin /usr/local/lib /usr/sbin /usr/share /var /var/cache /var/lib "
+    "/var/log /var/tmp /srv/models /data /models".split()
+)
+# The settings whose directories hold what the units run from or read (venvs, configuration, Ray's sessions):
+# model_path must be none of them, inside none of them, and hold none of them.
+OWN_DIRS = ("ray_install_root", "vllm_install_root", "ray_config_dir", "vllm_config_dir", "ray_temp_dir")
+
+
+def path_problems(path, host, settings, state):
+    """What makes ``path`` (model_path, absolute) unusable as a model's own directory on ``host``: not written
+    normalised, a system directory, one of the roles' own directories (``settings``: the node's shared
+    settings) or related to one, or (``state``: rayvllm.fleet.host_probe's path state on the host, when read) a
+    real directory without config.json, which the role would move."""
+    found = []
+    normal = os.path.normpath(path)
+    if normal.startswith("//"):
+        normal = "/" + normal.lstrip("/")
+    if normal != path:
+        found.append(
+            "model_path on %s is '%s': write it normalised, without '..', '.', '//' or a trailing '/' (it resolves to "
+            "%s; the role moves and links this exact path)." % (host, path, normal)
+        )
+    if normal in SYSTEM_DIRS:
+        found.append(
+            "model_path on %s is %s, a system directory: the model role moves a model_path that is a real directory "
+            "under its revisions directory and links it, and reset.yml removes it. Give the model a directory of its "
+            "own, e.g. /srv/models/<name>." % (host, normal)
+        )
+    for name in OWN_DIRS:
+        own = settings.get(name)
+        if not isinstance(own, str) or not own.startswith("/"):
+            continue
+        own = os.path.normpath(own)
+        if normal == own or own.startswith(normal.rstrip("/") + "/") or normal.startswith(own.rstrip("/") + "/"):
+            relation = "is" if normal == own else "holds" if own.startswith(normal.rstrip("/") + "/") else "is inside"
+            found.append(
+                "model_path %s on %s %s %s=%s, which the units run from or read (venvs are pruned and replaced "
+                "there). Give the model a directory of its own, e.g. /srv/models/<name>." % (normal, host, relation,
+                                                                                           name, own)
+            )  # fmt: skip
+    if isinstance(state, dict) and state.get("dir") and not state.get("link") and not state.get("config"):
+        found.append(
+            "model_path %s on %s is a directory that holds no config.json: not a model's weights, which the model "
+            "role would move under model_revisions_dir as the weights staged before revisions. Point model_path at "
+            "a path of its own (it may not exist yet: the role creates it), or remove the directory if it is an "
+            "empty leftover." % (normal, host)
+        )
+    return found
 
 
 def problems(values, host, model, context):
-    """values: the model role's variables (an unset model_path is '<unset>')."""
+    """values: the model role's variables (an unset model_path is '<unset>'); context: ``probe``
+    (rayvllm.fleet.host_probe's result on the host, whose ``paths`` may hold model_path's state)."""
     v, found = values, []
     path, source = v.get("model_path"), v.get("model_source")
     if not (
@@ -27,6 +81,10 @@ def problems(values, host, model, context):
             "(got '%s'); model_source=hf needs model_hf_repo, model_source=controller needs model_controller_path."
             % (host, text(path), text(source))
         )
+    if isinstance(path, str) and path.startswith("/"):
+        probe = context.get("probe") if isinstance(context.get("probe"), dict) else {}
+        state = (probe.get("paths") or {}).get(path) if source in ("hf", "controller") else None
+        found.extend(path_problems(path, host, node(model, host).get("settings") or {}, state))
     revision = text(v.get("model_hf_revision") or "")
     if source == "hf" and not (
         re.match(r"^[0-9a-f]{40}$", revision) or (truthy(v.get("model_hf_allow_unpinned")) and revision)
