@@ -29,7 +29,7 @@ ansible-lint --offline -q
 python3 scripts/docs-variables.py --check
 antsibull-changelog lint
 antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
-# Every module and filter has documentation ansible-doc can render (the lists are the plugin directories).
+# Every module, filter and lookup has documentation ansible-doc can render (the lists are the plugin directories).
 for path in plugins/modules/*.py; do
   module=$(basename "$path" .py)
   ansible-doc "rayvllm.fleet.$module" >/dev/null
@@ -37,6 +37,9 @@ done
 for path in plugins/filter/*.yml; do
   filter=$(basename "$path" .yml)
   ansible-doc -t filter "rayvllm.fleet.$filter" >/dev/null
+done
+for path in plugins/lookup/*.py; do
+  ansible-doc -t lookup "rayvllm.fleet.$(basename "$path" .py)" >/dev/null
 done
 ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
 echo "collection artifact: $(ls .cache/dist/*.tar.gz)"

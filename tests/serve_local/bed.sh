@@ -46,7 +46,7 @@ setup() {
   # The key file the ingress reads (root:ray 0640 on a fleet) and the Ray token file.
   [ -s "$BED/etc/api_key" ] || (umask 077; python3 -c 'import secrets; print(secrets.token_urlsafe(36))' >"$BED/etc/api_key")
   [ -s "$BED/etc/auth_token" ] || (umask 077; python3 -c 'import secrets; print(secrets.token_hex(32))' >"$BED/etc/auth_token")
-  mkdir -p "$BED/ingress" && cp "$ROOT/roles/vllm/files/rayvllm_serve_ingress.py" "$BED/ingress/"
+  mkdir -p "$BED/ingress" && cp "$ROOT/roles/ray_serve/files/rayvllm_serve_ingress.py" "$BED/ingress/"
   "$VENV/bin/python" -c 'import ray, vllm, ray.serve.llm; print("ray", ray.__version__, "vllm", vllm.__version__)'
 }
 
@@ -57,7 +57,7 @@ ray_env() {
 
 start() {
   ray_env
-  cp "$ROOT/roles/vllm/files/rayvllm_serve_ingress.py" "$BED/ingress/"
+  cp "$ROOT/roles/ray_serve/files/rayvllm_serve_ingress.py" "$BED/ingress/"
   "$VENV/bin/ray" start --head --node-ip-address=127.0.0.1 --port="$GCS_PORT" \
     --dashboard-host=127.0.0.1 --dashboard-port="$DASHBOARD_PORT" --metrics-export-port="$METRICS_PORT" \
     --ray-client-server-port="${CLIENT_PORT:-18001}" --num-gpus="$NUM_GPUS" --num-cpus="$NUM_CPUS" \

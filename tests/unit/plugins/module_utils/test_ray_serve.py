@@ -315,8 +315,8 @@ def test_pin_from_metadata():
     assert rs.supports_max_surge("2.60.0") and not rs.supports_max_surge("2.59.0")
 
 
-# The ingress's key check (roles/vllm/files/rayvllm_serve_ingress.py): pure ASGI, no Ray needed.
-spec = importlib.util.spec_from_file_location("ingress", ROOT / "roles/vllm/files/rayvllm_serve_ingress.py")
+# The ingress's key check (roles/ray_serve/files/rayvllm_serve_ingress.py): pure ASGI, no Ray needed.
+spec = importlib.util.spec_from_file_location("ingress", ROOT / "roles/ray_serve/files/rayvllm_serve_ingress.py")
 ingress = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(ingress)
 
