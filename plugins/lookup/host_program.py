@@ -6,7 +6,8 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: host_program
-author: rayvllm.fleet contributors
+author:
+  - rayvllm.fleet maintainers (!UNKNOWN)
 short_description: The source of a program this collection installs on hosts
 description:
   - The one place that says where the programs the roles install on hosts come from. They are plain Python in the

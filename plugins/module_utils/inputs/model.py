@@ -50,9 +50,9 @@ def path_problems(path, host, settings, state):
             relation = "is" if normal == own else "holds" if own.startswith(normal.rstrip("/") + "/") else "is inside"
             found.append(
                 "model_path %s on %s %s %s=%s, which the units run from or read (venvs are pruned and replaced "
-                "there). Give the model a directory of its own, e.g. /srv/models/<name>." % (normal, host, relation,
-                                                                                           name, own)
-            )  # fmt: skip
+                "there). Give the model a directory of its own, e.g. /srv/models/<name>."
+                % (normal, host, relation, name, own)
+            )
     if isinstance(state, dict) and state.get("dir") and not state.get("link") and not state.get("config"):
         found.append(
             "model_path %s on %s is a directory that holds no config.json: not a model's weights, which the model "
