@@ -101,3 +101,11 @@ def test_vllm_as_root_and_a_key_in_vllm_environment_are_refused(run_preflight):
     assert "vllm_user/vllm_group must not be root (got root/" in out
     assert "vllm_environment must not set VLLM_API_KEY" in out
     assert "k" * 20 not in out
+
+
+def test_admin_services_open_to_every_address_need_the_opt_in(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"firewall_admin_cidrs": ["10.0.0.0/8", "0.0.0.0/0"]})
+    text = " ".join(out.split())
+    assert rc != 0
+    assert "firewall_admin_cidrs on node-a holds 0.0.0.0/0, every address" in text
+    assert "set firewall_admin_open_to_all: true" in text

@@ -4,6 +4,8 @@
 """The firewall role's input checks (roles/firewall/tasks/validate.yml): its addresses and rules, and the
 firewalls the host runs (from rayvllm.fleet.host_probe)."""
 
+import ipaddress
+
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import openings
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import integer, is_sequence
@@ -16,6 +18,18 @@ def ssh_openings(values, connection):
     ports = [integer(values.get("firewall_ssh_port"))] + ([integer(connection[3])] if connection else [])
     cidrs = values.get("firewall_ssh_cidrs") if is_sequence(values.get("firewall_ssh_cidrs")) else []
     return ports, list(cidrs) + ([connection[0]] if connection else [])
+
+
+def everyone_networks(cidrs):
+    """The entries of ``cidrs`` (firewall_admin_cidrs) that are a network of every address (prefix length 0)."""
+    found = []
+    for cidr in cidrs if is_sequence(cidrs) else []:
+        try:
+            if ipaddress.ip_network(str(cidr).strip(), strict=False).prefixlen == 0:
+                found.append(str(cidr).strip())
+        except ValueError:
+            continue  # named by openings() as not a network
+    return found
 
 
 def problems(values, host, model, context):
@@ -38,6 +52,15 @@ def problems(values, host, model, context):
         )
         if bad:
             found.append("Host firewall of %s: %s" % (host, " | ".join(bad)))
+        everyone = everyone_networks(v.get("firewall_admin_cidrs"))
+        if everyone and not truthy(v.get("firewall_admin_open_to_all")):
+            found.append(
+                "firewall_admin_cidrs on %s holds %s, every address: the Ray dashboard (which submits jobs: code runs "
+                "on the cluster), Prometheus and Alertmanager (no login) and Grafana would answer anyone who reaches "
+                "the host. List the operators' networks instead, or set firewall_admin_open_to_all: true where "
+                "another layer (a VPN, a cloud security group) already limits who reaches it."
+                % (host, ", ".join(everyone))
+            )
         if len(running) > 1:
             found.append(
                 "%s runs both ufw and firewalld, which fight over the same rules. Stop one of them (systemctl disable "
