@@ -14,10 +14,10 @@ def problems(values, host, model, context):
     ``datasource_uid`` (the provisioned datasource's fixed uid)."""
     v, found = values, []
     password = v.get("grafana_admin_password")
-    if not isinstance(password, str) or not password or password == "admin":
+    if not isinstance(password, str) or password.strip().lower() in ("", "admin"):
         found.append(
-            "grafana_admin_password on %s is empty or the default 'admin': set it from a vault, e.g. `ansible-vault "
-            "encrypt_string --name grafana_admin_password` into group_vars." % host
+            "grafana_admin_password on %s is empty or the default 'admin' (spaces and case aside): set it from a "
+            "vault, e.g. `ansible-vault encrypt_string --name grafana_admin_password` into group_vars." % host
         )
 
     source, package, version = (
