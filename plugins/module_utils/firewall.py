@@ -75,6 +75,17 @@ def _accept(v4, v6, match, comment):
     return lines
 
 
+def port_or_range(value):
+    """Whether ``value`` is a port (1-65535) or a range of them written low-high."""
+    if isinstance(value, bool):
+        return False
+    parts = str(value).split("-")
+    if len(parts) > 2 or not all(part.isdigit() for part in parts):
+        return False
+    numbers = [int(part) for part in parts]
+    return all(1 <= n <= 65535 for n in numbers) and numbers == sorted(numbers)
+
+
 def openings(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.0/0", "::/0"), extra_rules=()):
     """(openings, problems) for one host, whatever writes them (nftables or ufw).
 
@@ -107,14 +118,24 @@ def openings(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.
     for index, rule in enumerate(extra_rules or []):
         label = "firewall_extra_rules[%d]" % index
         proto = rule.get("proto", "tcp") if isinstance(rule, dict) else None
-        if not isinstance(rule, dict) or proto not in ("tcp", "udp") or not rule.get("ports"):
-            problems.append("%s: give ports (a list), sources (CIDRs) and optionally proto tcp|udp" % label)
+        if (
+            not isinstance(rule, dict)
+            or proto not in ("tcp", "udp")
+            or not isinstance(rule.get("ports"), (list, tuple))
+            or not rule.get("ports")
+            or not isinstance(rule.get("sources"), (list, tuple))
+            or not rule.get("sources")
+        ):
+            problems.append(
+                "%s: give ports (a list), sources (a list of CIDRs; [0.0.0.0/0, '::/0'] for anywhere) and optionally "
+                "proto tcp|udp (got %s)" % (label, rule)
+            )
             continue
-        bad = [p for p in rule["ports"] if not str(p).replace("-", "", 1).isdigit()]
+        bad = [p for p in rule["ports"] if not port_or_range(p)]
         if bad:
-            problems.append("%s: %s are not ports or port ranges (e.g. 9000 or 9000-9010)" % (label, bad))
+            problems.append("%s: %s are not ports or port ranges of 1-65535 (e.g. 9000 or 9000-9010)" % (label, bad))
             continue
-        v4, v6 = _sources(rule.get("sources") or ["0.0.0.0/0", "::/0"], label, problems)
+        v4, v6 = _sources(rule.get("sources"), label, problems)
         add(v4, v6, proto, list(rule["ports"]), rule.get("comment") or label)
     return result, problems
 

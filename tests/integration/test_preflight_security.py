@@ -109,3 +109,22 @@ def test_admin_services_open_to_every_address_need_the_opt_in(run_preflight):
     assert rc != 0
     assert "firewall_admin_cidrs on node-a holds 0.0.0.0/0, every address" in text
     assert "set firewall_admin_open_to_all: true" in text
+
+
+def test_flags_the_ray_role_sets_and_resources_ray_counts_are_refused(run_preflight):
+    rc, out = run_preflight(
+        local_hosts(), {"ray_extra_start_args": ["--dashboard-port=9999"], "ray_resources": {"GPU": 8}}
+    )
+    text = " ".join(out.split())
+    assert rc != 0
+    assert "ray_extra_start_args on node-a sets --dashboard-port, which the ray role sets itself" in text
+    assert "ray_resources on node-a names GPU, which Ray counts itself" in text
+
+
+def test_firewall_ports_of_the_wrong_shape_are_refused(run_preflight):
+    rules = [{"ports": [70000], "sources": ["10.0.0.0/8"]}]
+    rc, out = run_preflight(local_hosts(), {"firewall_ssh_port": "22/tcp", "firewall_extra_rules": rules})
+    text = " ".join(out.split())
+    assert rc != 0
+    assert "firewall_ssh_port on node-a is '22/tcp': give the port number alone, 1-65535" in text
+    assert "firewall_extra_rules[0]: [70000] are not ports or port ranges of 1-65535" in text

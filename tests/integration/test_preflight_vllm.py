@@ -128,10 +128,15 @@ def test_ray_serve_cluster_with_another_vllm_than_ray_pins(run_preflight):
 
 
 def test_a_model_path_the_role_would_move_or_remove_is_refused(run_preflight):
-    """A system directory written with '..', which also holds the venvs: every reason named in one run."""
-    rc, out = run_preflight(local_hosts(), {"model_path": "/srv/models/../../opt"})
+    """A system directory written with '..', which also holds the venvs, and a hub URL for the repository id: every
+    reason named in one run."""
+    repo = "https://huggingface.co/meta-llama/Llama-3.1-8B"
+    rc, out = run_preflight(
+        local_hosts(), {"model_path": "/srv/models/../../opt", "model_source": "hf", "model_hf_repo": repo}
+    )
     text = " ".join(out.split())
     assert rc != 0
+    assert f"model_hf_repo on node-a is '{repo}': give the hub's repository id, owner/name" in text
     assert "model_path on node-a is '/srv/models/../../opt': write it normalised" in text
     assert "model_path on node-a is /opt, a system directory" in text
     assert "model_path /opt on node-a holds vllm_install_root=/opt/vllm" in text
@@ -144,3 +149,15 @@ def test_a_model_path_that_is_a_directory_without_weights_is_refused_in_prefligh
     assert rc != 0
     assert f"model_path {not_weights} on node-a is a directory that holds no config.json" in " ".join(out.split())
     assert not_weights.is_dir() and not not_weights.is_symlink()
+
+
+def test_flags_the_vllm_role_sets_and_a_cluster_without_gpus_are_refused(run_preflight):
+    """Passthrough flags the role owns, and GPU arithmetic against what the cluster declares: one run, both named."""
+    rc, out = run_preflight(
+        local_hosts(), {"vllm_extra_args": ["--port", "9000", "--enforce-eager"], "ray_num_gpus": 0}
+    )
+    text = " ".join(out.split())
+    assert rc != 0
+    assert "vllm_extra_args on node-a sets --port, which the vllm role sets itself" in text
+    assert "set vllm_port instead" in text
+    assert "Cluster 'default' declares no GPU (ray_num_gpus is 0 on each of its 2 nodes)" in text

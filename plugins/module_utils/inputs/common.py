@@ -64,3 +64,27 @@ def cluster(model, host):
 def is_sequence(value):
     """Jinja's `is sequence and is not string` (a list, not a mapping)."""
     return isinstance(value, (list, tuple))
+
+
+def owned_flags(args, owned):
+    """[(flag as written, what sets it instead)] of the command-line flags in ``args`` (a passthrough list such as
+    vllm_extra_args) that a role already sets: ``owned`` maps each flag (``--port``, or a short alias such as ``-tp``)
+    to what sets it. ``--flag value`` and ``--flag=value`` both count; values are never looked at."""
+    found = []
+    for arg in args if is_sequence(args) else []:
+        flag = str(arg).split("=", 1)[0]
+        if flag in owned:
+            found.append((flag, owned[flag]))
+    return found
+
+
+def owned_flags_problem(variable, host, found, role):
+    """The message for owned_flags' result (None when empty): every flag, each with what sets it instead."""
+    if not found:
+        return None
+    return (
+        "%s on %s sets %s, which the %s role sets itself (the rest of the fleet relies on those values): remove them "
+        "from %s and set %s instead."
+        % (variable, host, ", ".join(flag for flag, _ in found), role, variable,
+           ", ".join(dict.fromkeys(instead for _, instead in found)))
+    )  # fmt: skip

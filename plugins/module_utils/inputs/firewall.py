@@ -52,6 +52,12 @@ def problems(values, host, model, context):
         )
         if bad:
             found.append("Host firewall of %s: %s" % (host, " | ".join(bad)))
+        ssh_port = v.get("firewall_ssh_port")
+        if isinstance(ssh_port, bool) or not str(ssh_port).isdigit() or not 1 <= int(str(ssh_port)) <= 65535:
+            found.append(
+                "firewall_ssh_port on %s is '%s': give the port number alone, 1-65535 (e.g. 22; the rule is tcp)."
+                % (host, ssh_port)
+            )
         everyone = everyone_networks(v.get("firewall_admin_cidrs"))
         if everyone and not truthy(v.get("firewall_admin_open_to_all")):
             found.append(

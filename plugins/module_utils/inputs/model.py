@@ -9,6 +9,8 @@ import re
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import node, text
 
+# A repository id on the Hugging Face hub: owner/name (letters, digits, '-', '_', '.').
+HF_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Directories of the system that are never a model's own directory: the model role moves a model_path that is a
 # real directory under its revisions directory (roles/model/tasks/legacy.yml) and links it, and reset.yml removes it.
 SYSTEM_DIRS = frozenset(
@@ -85,6 +87,12 @@ def problems(values, host, model, context):
         probe = context.get("probe") if isinstance(context.get("probe"), dict) else {}
         state = (probe.get("paths") or {}).get(path) if source in ("hf", "controller") else None
         found.extend(path_problems(path, host, node(model, host).get("settings") or {}, state))
+    repo = v.get("model_hf_repo")
+    if source == "hf" and repo and not (isinstance(repo, str) and HF_REPO_RE.match(repo)):
+        found.append(
+            "model_hf_repo on %s is '%s': give the hub's repository id, owner/name (e.g. meta-llama/Llama-3.1-8B), "
+            "not a URL or a path; the revision goes in model_hf_revision." % (host, text(repo))
+        )
     revision = text(v.get("model_hf_revision") or "")
     if source == "hf" and not (
         re.match(r"^[0-9a-f]{40}$", revision) or (truthy(v.get("model_hf_allow_unpinned")) and revision)

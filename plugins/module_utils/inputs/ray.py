@@ -12,6 +12,8 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     in_private_tmp,
     integer,
     node,
+    owned_flags,
+    owned_flags_problem,
     text,
     unsafe,
 )
@@ -34,6 +36,33 @@ UNIT_VALUES = (
     "ray_systemd_hardening",
 )
 VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+# The flags of `ray start` the role writes itself (roles/ray/vars/main.yml, _ray_start_args), and what sets each.
+RAY_OWNED_FLAGS = {
+    "--head": "the ray_head group",
+    "--address": "the fleet model (the cluster's head)",
+    "--port": "ray_gcs_port",
+    "--dashboard-host": "ray_dashboard_host",
+    "--dashboard-port": "ray_dashboard_port",
+    "--ray-client-server-port": "ray_client_server_port",
+    "--node-ip-address": "ray_node_ip",
+    "--metrics-export-port": "ray_metrics_export_port",
+    "--node-manager-port": "ray_node_manager_port",
+    "--object-manager-port": "ray_object_manager_port",
+    "--dashboard-agent-listen-port": "ray_dashboard_agent_listen_port",
+    "--dashboard-agent-grpc-port": "ray_dashboard_agent_grpc_port",
+    "--runtime-env-agent-port": "ray_runtime_env_agent_port",
+    "--min-worker-port": "ray_min_worker_port",
+    "--max-worker-port": "ray_max_worker_port",
+    "--temp-dir": "ray_temp_dir",
+    "--num-gpus": "ray_num_gpus",
+    "--num-cpus": "ray_num_cpus",
+    "--object-store-memory": "ray_object_store_memory",
+    "--resources": "ray_resources",
+    "--block": "nothing (systemd runs ray start in the foreground already)",
+}
+# Resources Ray counts itself: a custom resource of that name is refused by `ray start`.
+RAY_BUILTIN_RESOURCES = {"CPU": "ray_num_cpus", "GPU": "ray_num_gpus", "memory": None,
+                         "object_store_memory": "ray_object_store_memory"}  # fmt: skip
 
 
 def problems(values, host, model, context):
@@ -71,6 +100,20 @@ def problems(values, host, model, context):
             "On %s: ray_num_gpus and ray_num_cpus must be whole numbers or null (auto-detect), ray_resources a "
             "mapping; got ray_num_gpus=%s, ray_num_cpus=%s, ray_resources=%s." % (host, gpus, cpus, resources)
         )
+
+    builtin = sorted(k for k in resources if k in RAY_BUILTIN_RESOURCES) if isinstance(resources, dict) else []
+    if builtin:
+        found.append(
+            "ray_resources on %s names %s, which Ray counts itself (ray start refuses a custom resource of that "
+            "name): %s." % (host, ", ".join(builtin), "; ".join(
+                "set %s instead of %s" % (RAY_BUILTIN_RESOURCES[k], k) if RAY_BUILTIN_RESOURCES[k]
+                else "remove %s (Ray measures the node's memory)" % k for k in builtin))
+        )  # fmt: skip
+    owned = owned_flags_problem(
+        "ray_extra_start_args", host, owned_flags(v.get("ray_extra_start_args"), RAY_OWNED_FLAGS), "ray"
+    )
+    if owned:
+        found.append(owned)
 
     if text(v.get("ray_user")) in ("root", "0") or text(v.get("ray_group")) in ("root", "0"):
         found.append(

@@ -14,6 +14,8 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     is_sequence,
     node,
     number,
+    owned_flags,
+    owned_flags_problem,
     text,
     unsafe,
 )
@@ -35,6 +37,22 @@ UNIT_VALUES = (
     "vllm_systemd_hardening",
 )
 VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
+# The flags of `vllm serve` the role writes itself (roles/vllm/vars/main.yml, _vllm_serve_args), and what sets each.
+# --api-key has a message of its own (a secret on the command line).
+VLLM_OWNED_FLAGS = {
+    "--model": "model_path (vllm_model_path)",
+    "--distributed-executor-backend": "nothing (the fleet runs vLLM on its Ray cluster: ray)",
+    "--tensor-parallel-size": "vllm_tensor_parallel_size",
+    "-tp": "vllm_tensor_parallel_size",
+    "--pipeline-parallel-size": "vllm_pipeline_parallel_size",
+    "-pp": "vllm_pipeline_parallel_size",
+    "--served-model-name": "vllm_served_model_name",
+    "--host": "vllm_host",
+    "--port": "vllm_port",
+    "--gpu-memory-utilization": "vllm_gpu_memory_utilization",
+    "--max-model-len": "vllm_max_model_len",
+}
+LOOPBACK_RE = re.compile(r"^(127\.\d+\.\d+\.\d+|::1|localhost)$")
 
 
 def problems(values, host, model, context):
@@ -80,6 +98,13 @@ def problems(values, host, model, context):
                text(port), text(v.get("vllm_gpu_memory_utilization")))
         )  # fmt: skip
 
+    served = v.get("vllm_served_model_name")
+    if served is not None and not isinstance(served, str):
+        found.append(
+            'vllm_served_model_name on %s is %s: give one name, a string (clients send it as "model"; the router '
+            "and the dashboards key on it)." % (host, type(served).__name__ + " " + text(served))
+        )
+
     key = v.get("vllm_api_key")
     if not (isinstance(key, str) and len(key) >= 16 and not re.search(r"\s", key)):
         found.append(
@@ -93,6 +118,11 @@ def problems(values, host, model, context):
             "vllm_extra_args contains --api-key: the command line is visible to every user (ps, journal). Set "
             "vllm_api_key (from a vault) instead; it is passed through a root-only environment file."
         )
+
+    owned = owned_flags_problem("vllm_extra_args", host, owned_flags(extra, VLLM_OWNED_FLAGS), "vllm")
+    if owned:
+        found.append(owned)
+    found.extend(_reachable(v, host, model))
 
     environment = v.get("vllm_environment") if isinstance(v.get("vllm_environment"), dict) else {}
     overridden = [k for k in environment if re.match(r"^(RAY_AUTH_|VLLM_API_KEY$)", str(k))]
@@ -129,6 +159,65 @@ def problems(values, host, model, context):
     return found
 
 
+def _reachable(v, host, model):
+    """A cluster's head whose vLLM listens on a loopback address serves no one but itself: the routers and Prometheus
+    on other hosts, and the gate, reach it at its URL."""
+    me = node(model, host)
+    listen = text(v.get("vllm_host") or "")
+    if me.get("role") != "head" or not LOOPBACK_RE.match(listen):
+        return []
+    routers = model.get("routers") or {}
+    behind = [
+        r for r in routers.get("hosts") or []
+        if any(b.get("cluster") == me.get("cluster") for m in (routers.get("models") or {}).values()
+               for b in m.get("backends") or [])
+    ]  # fmt: skip
+    monitoring = model.get("monitoring") or {}
+    watchers = [h for h in [monitoring.get("host")] + list(monitoring.get("addresses") or {}) if h]
+    others = sorted(set(h for h in behind + watchers if h != host))
+    if not others:
+        return []
+    return [
+        "vllm_host on %s is %s, a loopback address, but %s reach cluster %s's vLLM over the network (the router "
+        "sends it requests, Prometheus scrapes it): they would get nothing. Set vllm_host to 0.0.0.0 (the default; "
+        "vllm_allowed_cidrs and the firewall limit who reaches it) or to this node's address."
+        % (host, listen, ", ".join(others), me.get("cluster"))
+    ]
+
+
+def _gpu_arithmetic(v, host, model):
+    """Without the model's config (model_source other than controller) the plan is checked against the GPUs the
+    cluster declares (every node's ray_num_gpus): some GPU at all, and TP x PP no more than there are."""
+    me, mine = node(model, host), cluster(model, host)
+    gpus = mine.get("gpus_per_node") or []
+    mode = (me.get("settings") or {}).get("vllm_serving_mode") or "vllm_serve"
+    if me.get("role") != "head" or mode != "vllm_serve" or not gpus or not all(digits(g) for g in gpus):
+        return []
+    declared = sum(int(text(g)) for g in gpus)
+    tp, pp = v.get("vllm_tensor_parallel_size"), v.get("vllm_pipeline_parallel_size")
+    if declared == 0:
+        return [
+            "Cluster '%s' declares no GPU (ray_num_gpus is 0 on each of its %d nodes): vLLM would wait for GPUs Ray "
+            "does not have. Set ray_num_gpus to each node's GPU count, or null to let Ray detect them."
+            % (me.get("cluster"), len(gpus))
+        ]
+    if (
+        digits(tp)
+        and digits(pp)
+        and int(text(tp)) > 0
+        and int(text(pp)) > 0
+        and int(text(tp)) * int(text(pp)) > declared
+    ):
+        return [
+            "Cluster '%s' declares %d GPUs (ray_num_gpus %s), but vllm_tensor_parallel_size %s x "
+            "vllm_pipeline_parallel_size %s needs %d: vLLM would wait for GPUs that are not there. Lower them (0 = "
+            "auto) or declare the GPUs the nodes have."
+            % (me.get("cluster"), declared, "+".join(text(g) for g in gpus), text(tp), text(pp),
+               int(text(tp)) * int(text(pp)))
+        ]  # fmt: skip
+    return []
+
+
 def _parallel_plan(v, host, model, context):
     """The weights come from the controller and every node declares its GPUs: the parallel plan is checked now, once
     per cluster (on its head), before any host changes. (Otherwise the serve step plans against the live cluster,
@@ -137,13 +226,13 @@ def _parallel_plan(v, host, model, context):
     gpus = mine.get("gpus_per_node") or []
     source, copy = context.get("model_source"), context.get("model_controller_path")
     if me.get("role") != "head" or source != "controller" or not copy or not gpus or any(g is None for g in gpus):
-        return []
+        return _gpu_arithmetic(v, host, model)
     config_path = os.path.join(str(copy), "config.json")
     try:
         with open(config_path) as handle:
             config = json.load(handle)
     except (OSError, ValueError):
-        return []  # the model role's checks name the missing or unreadable copy
+        return _gpu_arithmetic(v, host, model)  # the model role's checks name the missing or unreadable copy
     tp, pp = v.get("vllm_tensor_parallel_size"), v.get("vllm_pipeline_parallel_size")
     if not digits(tp) or not digits(pp) or not all(digits(g) for g in gpus):
         return []  # named above

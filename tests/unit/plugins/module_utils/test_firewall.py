@@ -86,7 +86,23 @@ def test_an_ipv4_wildcard_does_not_open_ipv6():
         ({"admin_cidrs": ["office"]}, "firewall_admin_cidrs: 'office' is not an IP address or network"),
         ({"ssh_cidrs": ["10.0.0.300/8"]}, "firewall_ssh_cidrs: '10.0.0.300/8'"),
         ({"extra_rules": [{"ports": [80], "proto": "icmp"}]}, "firewall_extra_rules[0]: give ports"),
-        ({"extra_rules": [{"ports": ["http"]}]}, "firewall_extra_rules[0]: ['http'] are not ports"),
+        (
+            {"extra_rules": [{"ports": ["http"], "sources": ["10.0.0.0/8"]}]},
+            "firewall_extra_rules[0]: ['http'] are not ports",
+        ),
+        (
+            {"extra_rules": [{"ports": [70000, "9010-9000", 0], "sources": ["10.0.0.0/8"]}]},
+            "[70000, '9010-9000', 0] are not ports",
+        ),
+        (
+            {"extra_rules": [{"ports": [9000]}]},
+            "firewall_extra_rules[0]: give ports (a list), sources (a list of CIDRs",
+        ),
+        (
+            {"extra_rules": [{"ports": "9000", "sources": ["10.0.0.0/8"]}]},
+            "firewall_extra_rules[0]: give ports (a list)",
+        ),
+        ({"extra_rules": [{"ports": [9000], "sources": "10.0.0.0/8"}]}, "firewall_extra_rules[0]: give ports (a list)"),
     ],
 )
 def test_bad_input_is_named(kwargs, message):
@@ -126,7 +142,10 @@ USER_RULES = "\n".join(
 
 def test_ufw_rules_one_per_source_and_port_each_with_our_comment():
     found, problems = openings(
-        "ray-head", HEAD_EXPOSURE, ssh_cidrs=["10.0.0.0/8"], extra_rules=[{"ports": ["9000-9010"]}]
+        "ray-head",
+        HEAD_EXPOSURE,
+        ssh_cidrs=["10.0.0.0/8"],
+        extra_rules=[{"ports": ["9000-9010"], "sources": ["0.0.0.0/0", "::/0"]}],
     )
     assert problems == []
     rules = ufw_rules(found)
@@ -242,7 +261,9 @@ def test_firewalld_policy_is_well_formed_xml_from_any_zone_to_the_host():
     import xml.etree.ElementTree as ET
 
     found, _problems = openings(
-        "ray-head", HEAD_EXPOSURE, extra_rules=[{"ports": [7], "comment": "a -- <tricky> & comment"}]
+        "ray-head",
+        HEAD_EXPOSURE,
+        extra_rules=[{"ports": [7], "sources": ["0.0.0.0/0"], "comment": "a -- <tricky> & comment"}],
     )
     text = firewalld_xml("ray-head", found)
     assert text.startswith('<?xml version="1.0" encoding="utf-8"?>\n')

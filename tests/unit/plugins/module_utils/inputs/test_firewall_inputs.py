@@ -32,3 +32,13 @@ def test_networks_of_the_operators_need_no_opt_in():
     assert problems(firewall_admin_cidrs=[]) == []
     # With the firewall left to the operator there is nothing this role opens.
     assert problems(firewall_enabled=False, firewall_admin_cidrs=["0.0.0.0/0"]) == []
+
+
+@pytest.mark.parametrize("port", ["22/tcp", "ssh", 0, 70000, "", None, True])
+def test_the_ssh_port_is_a_port_number(port):
+    (problem,) = problems(firewall_ssh_port=port, firewall_admin_cidrs=[])
+    assert (
+        problem
+        == "firewall_ssh_port on gpu-1 is '%s': give the port number alone, 1-65535 (e.g. 22; the rule is tcp)." % port
+    )
+    assert problems(firewall_ssh_port="2222", firewall_admin_cidrs=[]) == []

@@ -1,0 +1,109 @@
+"""Flags the roles set refused in the passthroughs, resources Ray counts itself, the GPUs a cluster declares against
+its parallel plan, a vLLM that listens on loopback while others reach it over the network, the hub repository id."""
+
+import copy
+
+import pytest
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import model as model_inputs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import ray as ray_inputs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import vllm as vllm_inputs
+
+
+def fleet(gpus=(2, 2), monitoring="gpu-1", router=None, mode="vllm_serve"):
+    hosts = ["gpu-%d" % (i + 1) for i in range(len(gpus))]
+    nodes = {
+        h: {"cluster": "default", "role": "head" if i == 0 else "worker",
+            "settings": {"vllm_serving_mode": mode, "ray_num_gpus": g}}
+        for i, (h, g) in enumerate(zip(hosts, gpus, strict=True))
+    }  # fmt: skip
+    routers = {"hosts": [], "models": {}}
+    if router:
+        routers = {"hosts": [router], "models": {"m": {"backends": [{"cluster": "default", "url": "http://x:8000"}]}}}
+    return {
+        "nodes": nodes,
+        "clusters": {"default": {"head": "gpu-1", "hosts": hosts, "gpus_per_node": list(gpus)}},
+        "routers": routers,
+        "monitoring": {"host": monitoring, "addresses": {monitoring: "10.0.0.9"} if monitoring else {}},
+    }
+
+
+VLLM = {
+    "vllm_version": "0.32.0", "vllm_venvs_keep": 1, "vllm_stop_timeout": 60, "vllm_model_path": "/srv/models/m",
+    "vllm_served_model_name": "m", "vllm_tensor_parallel_size": 0, "vllm_pipeline_parallel_size": 0,
+    "vllm_port": 8000, "vllm_host": "0.0.0.0", "vllm_gpu_memory_utilization": 0.9, "vllm_max_model_len": None,
+    "vllm_extra_args": [], "vllm_environment": {}, "vllm_api_key": "k" * 32, "vllm_user": "ray", "vllm_group": "ray",
+}  # fmt: skip
+
+
+def vllm_problems(model=None, host="gpu-1", **values):
+    return vllm_inputs.problems(dict(VLLM, **values), host, model or fleet(), {"model_source": "shared"})
+
+
+def test_vllm_flags_the_role_sets_are_refused_naming_what_to_set_instead():
+    (problem,) = vllm_problems(vllm_extra_args=["--port", "9000", "--host=127.0.0.1", "-tp", "2", "--enforce-eager"])
+    assert problem.startswith("vllm_extra_args on gpu-1 sets --port, --host, -tp, which the vllm role sets itself")
+    assert problem.endswith("set vllm_port, vllm_host, vllm_tensor_parallel_size instead.")
+    (problem,) = vllm_problems(vllm_extra_args=["--distributed-executor-backend", "mp"])
+    assert "--distributed-executor-backend" in problem and "nothing (the fleet runs vLLM on its Ray cluster" in problem
+    assert vllm_problems(vllm_extra_args=["--enforce-eager", "--max-num-seqs", "64", "--port-offset"]) == []
+
+
+@pytest.mark.parametrize("listen", ["127.0.0.1", "::1", "localhost"])
+def test_a_loopback_vllm_is_refused_when_others_reach_it_over_the_network(listen):
+    (problem,) = vllm_problems(fleet(monitoring="mon-1", router="rt-1"), vllm_host=listen)
+    expected = "vllm_host on gpu-1 is %s, a loopback address, but mon-1, rt-1 reach cluster default" % listen
+    assert problem.startswith(expected)
+    # Alone on its head (Prometheus there, no router): it may.
+    assert vllm_problems(fleet(monitoring="gpu-1"), vllm_host=listen) == []
+    assert vllm_problems(fleet(monitoring="mon-1"), host="gpu-2", vllm_host=listen) == []  # a worker serves nothing
+
+
+def test_the_gpus_a_cluster_declares_against_its_plan():
+    (problem,) = vllm_problems(fleet(gpus=(0, 0)))
+    assert problem.startswith("Cluster 'default' declares no GPU (ray_num_gpus is 0 on each of its 2 nodes)")
+    (problem,) = vllm_problems(fleet(gpus=(2, 2)), vllm_tensor_parallel_size=4, vllm_pipeline_parallel_size=2)
+    assert "declares 4 GPUs (ray_num_gpus 2+2), but vllm_tensor_parallel_size 4 x " in problem
+    assert "vllm_pipeline_parallel_size 2 needs 8" in problem
+    assert vllm_problems(fleet(gpus=(2, 2)), vllm_tensor_parallel_size=2, vllm_pipeline_parallel_size=2) == []
+    assert vllm_problems(fleet(gpus=(None, 2))) == []  # Ray detects them: checked against the live cluster later
+    assert vllm_problems(fleet(gpus=(0, 0), mode="ray_serve")) == []  # ray_serve's own checks count replicas' GPUs
+    assert vllm_problems(fleet(gpus=(0, 0)), host="gpu-2") == []  # once per cluster, on its head
+
+
+def test_a_served_model_name_is_one_string():
+    (problem,) = [p for p in vllm_problems(vllm_served_model_name=["a", "b"]) if "vllm_served_model_name" in p]
+    assert problem.startswith("vllm_served_model_name on gpu-1 is list ['a', 'b']: give one name, a string")
+    assert vllm_problems(vllm_served_model_name="meta-llama/Llama-3.1-8B-Instruct") == []
+
+
+RAY = {"ray_num_gpus": 2, "ray_num_cpus": None, "ray_resources": {}, "ray_extra_start_args": []}
+
+
+def ray_problems(**values):
+    found = ray_inputs.problems(dict(RAY, **values), "gpu-1", fleet(), {})
+    return [p for p in found if "ray_resources" in p or "ray_extra_start_args" in p]
+
+
+def test_ray_flags_the_role_sets_are_refused_naming_what_to_set_instead():
+    args = ["--port=6380", "--dashboard-port", "9999", "--include-dashboard=true"]
+    (problem,) = ray_problems(ray_extra_start_args=args)
+    assert problem.startswith("ray_extra_start_args on gpu-1 sets --port, --dashboard-port, which the ray role sets")
+    assert problem.endswith("set ray_gcs_port, ray_dashboard_port instead.")
+    assert ray_problems(ray_extra_start_args=["--system-config={}", '--labels={"zone": "a"}']) == []
+
+
+def test_resources_ray_counts_itself_are_refused():
+    (problem,) = ray_problems(ray_resources={"GPU": 4, "memory": 1, "nvme": 1})
+    assert problem.startswith("ray_resources on gpu-1 names GPU, memory, which Ray counts itself")
+    assert "set ray_num_gpus instead of GPU" in problem and "remove memory (Ray measures the node's memory)" in problem
+    assert ray_problems(ray_resources={"nvme": 1, "accelerator_type:H100": 1}) == []
+
+
+@pytest.mark.parametrize("repo", ["https://huggingface.co/meta-llama/Llama-3.1-8B", "meta-llama", "/srv/x/y", "a/b/c"])
+def test_a_hub_repository_is_an_id_not_a_url(repo):
+    values = {"model_path": "/srv/models/l", "model_source": "hf", "model_hf_repo": repo, "model_hf_revision": "a" * 40}
+    (problem,) = model_inputs.problems(values, "gpu-1", copy.deepcopy(fleet()), {})
+    assert problem.startswith("model_hf_repo on gpu-1 is '%s': give the hub's repository id, owner/name" % repo)
+    values["model_hf_repo"] = "meta-llama/Llama-3.1-8B"
+    assert model_inputs.problems(values, "gpu-1", fleet(), {}) == []
