@@ -86,7 +86,7 @@ destroy_sandbox() {
   molecule destroy -s default >/dev/null
 }
 # The small scenarios (gpu_preflight: 3 hosts, firewall_ufw and firewall_firewalld: 2 each, each on a network of its own; minutes of
-# Ansible, little of it waiting on the sandbox) run one after the other beside verify and the first stage,
+# Ansible, little of it waiting on the sandbox) run one after the other beside verify and the test_1_* stages,
 # which leave CPU idle while they wait on Prometheus. Logs: .cache/<scenario>.log.
 side_scenarios="gpu_preflight firewall_ufw firewall_firewalld"
 run_side_scenarios() {
@@ -98,7 +98,7 @@ run_side_scenarios() {
 side=""
 wait_side_scenarios() {
   [ -n "$side" ] || return 0
-  phase "molecule: $side_scenarios scenarios (ran beside verify and the first stage)"
+  phase "molecule: $side_scenarios scenarios (ran beside verify and the test_1_* stages)"
   local pid=$side scenario
   side=""
   if ! wait "$pid"; then cat ".cache/$(cat .cache/side-failed).log"; exit 1; fi
@@ -137,7 +137,8 @@ run_side_scenarios &
 side=$!
 molecule verify -s default
 for stage in molecule/default/stages/test_*.py; do
-  # The fault stage times recoveries: nothing else runs beside it.
+  # The fault stage and the later ones run alone (the fault stage times recoveries); the test_1_* stages
+  # (monitoring changes, status) may run beside the small scenarios.
   case $stage in */test_1_*) ;; *) wait_side_scenarios ;; esac
   phase "sandbox fleet: stage $(basename "$stage" .py)"
   pytest -p no:cacheprovider -v -s --durations=0 "$stage"
