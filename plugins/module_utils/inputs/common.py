@@ -85,6 +85,6 @@ def owned_flags_problem(variable, host, found, role):
     return (
         "%s on %s sets %s, which the %s role sets itself (the rest of the fleet relies on those values): remove them "
         "from %s and set %s instead."
-        % (variable, host, ", ".join(flag for flag, _ in found), role, variable,
-           ", ".join(dict.fromkeys(instead for _, instead in found)))
+        % (variable, host, ", ".join(pair[0] for pair in found), role, variable,
+           ", ".join(dict.fromkeys(pair[1] for pair in found)))
     )  # fmt: skip
