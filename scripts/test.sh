@@ -85,31 +85,38 @@ destroy_sandbox() {
   done
   molecule destroy -s default >/dev/null
 }
-# The small scenarios (gpu_preflight: 3 hosts, firewall_ufw and firewall_firewalld: 2 each, each on a network of its own; minutes of
-# Ansible, little of it waiting on the sandbox) run one after the other beside verify and the test_1_* stages,
-# which leave CPU idle while they wait on Prometheus. Logs: .cache/<scenario>.log.
-side_scenarios="gpu_preflight firewall_ufw firewall_firewalld"
+# The small scenarios (gpu_preflight: 3 hosts, firewall_ufw and firewall_firewalld: 2 each, each on a network of
+# its own; minutes of Ansible, little of it waiting on the sandbox) run one after the other beside the sandbox's
+# slower stages, which leave CPU idle while they wait on Prometheus, Ray or vLLM: gpu_preflight and firewall_ufw
+# beside verify and the test_1_* stages, firewall_firewalld beside the upgrade stage (all three beside verify made
+# the fault stage wait 446 s for them in the rehearsal of 99dd76f). Logs: .cache/<scenario>.log.
+side="" side_now=""
 run_side_scenarios() {
   local scenario
-  for scenario in $side_scenarios; do
+  for scenario in "$@"; do
     molecule test -s "$scenario" >".cache/$scenario.log" 2>&1 || { echo "$scenario" >.cache/side-failed; return 1; }
   done
 }
-side=""
+start_side_scenarios() {
+  rm -f .cache/side-failed
+  side_now="$*"
+  run_side_scenarios "$@" &
+  side=$!
+}
 wait_side_scenarios() {
   [ -n "$side" ] || return 0
-  phase "molecule: $side_scenarios scenarios (ran beside verify and the test_1_* stages)"
+  phase "molecule: $side_now (ran beside the sandbox's stages)"
   local pid=$side scenario
   side=""
   if ! wait "$pid"; then cat ".cache/$(cat .cache/side-failed).log"; exit 1; fi
-  for scenario in $side_scenarios; do
+  for scenario in $side_now; do
     echo "$scenario: $(grep -E '(passed|failed).* in [0-9.]+s' ".cache/$scenario.log" | tail -n 1)"
   done
 }
 cleanup() {
   if [ -n "$side" ]; then
     kill "$side" 2>/dev/null || true
-    for scenario in $side_scenarios; do molecule destroy -s "$scenario" >/dev/null 2>&1 || true; done
+    for scenario in $side_now; do molecule destroy -s "$scenario" >/dev/null 2>&1 || true; done
   fi
   destroy_sandbox || true
 }
@@ -131,15 +138,17 @@ tail -n 3 .cache/integration.log
 phase "ansible-test sanity (ran beside the converge)"
 if ! wait "$sanity"; then cat .cache/sanity.log; exit 1; fi
 tail -n 3 .cache/sanity.log
-phase "sandbox fleet: verify (scenarios $side_scenarios beside it, logs in .cache/<scenario>.log)"
-rm -f .cache/side-failed
-run_side_scenarios &
-side=$!
+start_side_scenarios gpu_preflight firewall_ufw
+phase "sandbox fleet: verify (scenarios $side_now beside it, logs in .cache/<scenario>.log)"
 molecule verify -s default
 for stage in molecule/default/stages/test_*.py; do
-  # The fault stage and the later ones run alone (the fault stage times recoveries); the test_1_* stages
-  # (monitoring changes, status) may run beside the small scenarios.
-  case $stage in */test_1_*) ;; *) wait_side_scenarios ;; esac
+  # The test_1_* stages (monitoring changes, status) may run beside the small scenarios; the fault stage times
+  # recoveries and runs alone; the upgrade stage runs beside firewall_firewalld (its clients wait 120 s).
+  case $stage in
+    */test_1_*) ;;
+    */test_4_*) wait_side_scenarios && start_side_scenarios firewall_firewalld ;;
+    *) wait_side_scenarios ;;
+  esac
   phase "sandbox fleet: stage $(basename "$stage" .py)"
   pytest -p no:cacheprovider -v -s --durations=0 "$stage"
 done
