@@ -30,6 +30,12 @@ def _network(value):
 def _sources(values, label, problems):
     """(IPv4 networks, IPv6 networks) as strings; a value that is not an address or network is a problem."""
     v4, v6 = [], []
+    if isinstance(values, str) or not isinstance(values, (list, tuple, type(None))):
+        problems.append(
+            "%s must be a list of addresses or networks, e.g. [10.0.0.0/8] (got %s %r)"
+            % (label, type(values).__name__, values)
+        )
+        return [], []
     for value in values or []:
         try:
             net = _network(value)
@@ -115,6 +121,11 @@ def openings(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.
         if service.get("admins"):
             v4, v6 = _sources(v4 + admin_v4 + v6 + admin_v6, "firewall_admin_cidrs", problems)
         add(v4, v6, service.get("proto", "tcp"), list(service["ports"]), service["name"])
+    if not isinstance(extra_rules, (list, tuple, type(None))):
+        problems.append(
+            "firewall_extra_rules must be a list of rules (got %s %r)" % (type(extra_rules).__name__, extra_rules)
+        )
+        extra_rules = []
     for index, rule in enumerate(extra_rules or []):
         label = "firewall_extra_rules[%d]" % index
         proto = rule.get("proto", "tcp") if isinstance(rule, dict) else None

@@ -32,11 +32,16 @@ def integer(value, default=0):
     """Jinja's `value | int`."""
     try:
         return int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         try:
             return int(float(value))
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return default
+
+
+def mapping(value):
+    """``value`` when it is a mapping, else an empty one (what the checks iterate over never raises)."""
+    return value if isinstance(value, dict) else {}
 
 
 def unsafe(values, names):
@@ -64,6 +69,11 @@ def cluster(model, host):
 def is_sequence(value):
     """Jinja's `is sequence and is not string` (a list, not a mapping)."""
     return isinstance(value, (list, tuple))
+
+
+def sequence(value):
+    """``value`` when it is a list, else an empty one."""
+    return list(value) if is_sequence(value) else []
 
 
 def owned_flags(args, owned):

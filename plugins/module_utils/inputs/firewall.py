@@ -8,7 +8,7 @@ import ipaddress
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import openings
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import integer, is_sequence
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import integer, is_sequence, mapping, sequence
 
 
 def ssh_openings(values, connection):
@@ -38,7 +38,7 @@ def problems(values, host, model, context):
     v, found = values, []
     enabled = truthy(v.get("firewall_enabled"))
     probe = context.get("probe") if isinstance(context.get("probe"), dict) else {}
-    running = probe.get("firewalls") or []
+    running = sequence(probe.get("firewalls"))
     if enabled:
         exposure = (model.get("firewall") or {}).get(host) or {}
         ssh_ports, ssh_cidrs = ssh_openings(v, context.get("connection"))
@@ -73,7 +73,8 @@ def problems(values, host, model, context):
                 "--now firewalld, or ufw disable), then run again." % host
             )
         if running == ["firewalld"]:
-            accepting = [z for z in probe.get("firewalld_zones") or [] if z.get("target") == "ACCEPT"]
+            zones = sequence(probe.get("firewalld_zones"))
+            accepting = [z for z in zones if isinstance(z, dict) and z.get("target") == "ACCEPT"]
             if accepting:
                 found.append(
                     "firewalld on %s puts the traffic of %s, whose target ACCEPT lets every port in: the openings of "
@@ -87,5 +88,5 @@ def problems(values, host, model, context):
 
 def backend(probe):
     """What writes the rules: ufw or firewalld where the host already runs it, else nftables."""
-    running = (probe or {}).get("firewalls") or []
+    running = sequence(mapping(probe).get("firewalls"))
     return "ufw" if "ufw" in running else "firewalld" if "firewalld" in running else "nftables"

@@ -7,7 +7,7 @@ import os
 import re
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import node, text
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import mapping, node, text
 
 # A repository id on the Hugging Face hub: owner/name (letters, digits, '-', '_', '.').
 HF_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -85,7 +85,7 @@ def problems(values, host, model, context):
         )
     if isinstance(path, str) and path.startswith("/"):
         probe = context.get("probe") if isinstance(context.get("probe"), dict) else {}
-        state = (probe.get("paths") or {}).get(path) if source in ("hf", "controller") else None
+        state = mapping(probe.get("paths")).get(path) if source in ("hf", "controller") else None
         found.extend(path_problems(path, host, node(model, host).get("settings") or {}, state))
     repo = v.get("model_hf_repo")
     if source == "hf" and repo and not (isinstance(repo, str) and HF_REPO_RE.match(repo)):

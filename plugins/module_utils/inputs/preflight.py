@@ -8,7 +8,14 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model import mixed_within_clusters
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_status import members_not_in_inventory
 from ansible_collections.rayvllm.fleet.plugins.module_utils.gpu_topology import fleet_problems as fleet_gpu_problems
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import integer, is_sequence, node, text
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
+    integer,
+    is_sequence,
+    mapping,
+    node,
+    sequence,
+    text,
+)
 
 
 def problems(values, host, model, context):
@@ -28,7 +35,7 @@ def problems(values, host, model, context):
             % (host, facts.get("distribution"), facts.get("distribution_version"), ", ".join(map(str, supported)))
         )
 
-    python = probe.get("python") or {}
+    python = mapping(probe.get("python"))
     if "error" in python:
         found.append(
             "%s does not run on %s (%s). Install python3 and python3-venv or set ray_python_interpreter to an "
@@ -46,7 +53,11 @@ def problems(values, host, model, context):
     if truthy(v.get("preflight_check_ports")):
         ours = text(v.get("preflight_service_user"))
         ray_ports = set(me.get("ray_ports") or [])
-        taken = [s for s in probe.get("listening") or [] if s.get("port") in ray_ports and s.get("user") != ours]
+        taken = [
+            s
+            for s in sequence(probe.get("listening"))
+            if isinstance(s, dict) and s.get("port") in ray_ports and s.get("user") != ours
+        ]
         if taken:
             found.append(
                 "On %s Ray's ports are taken by other programs: %s. Stop those programs or move Ray to free ports "
@@ -89,12 +100,12 @@ def fleet_problems(values, host, model, context):
     runs})."""
     nodes = model.get("nodes") or {}
     found = []
-    for name, ray in sorted((context.get("ray_members") or {}).items()):
+    for name, ray in sorted(mapping(context.get("ray_members")).items()):
         if not isinstance(ray, dict):
             continue
         for member in members_not_in_inventory(ray.get("nodes"), model, name):
             found.append(unknown_member_problem(member, name, model))
-    versions = {h: text(version) for h, version in (context.get("python") or {}).items() if h in nodes}
+    versions = {h: text(version) for h, version in mapping(context.get("python")).items() if h in nodes}
     mixed = mixed_within_clusters(versions, {h: nodes[h].get("cluster") for h in versions}, "Python ")
     if mixed:
         found.append(
@@ -103,11 +114,11 @@ def fleet_problems(values, host, model, context):
         )
 
     # GPUs: the clusters may differ from each other, not inside (each message lists every variant first).
-    reports = {h: r for h, r in (context.get("gpus") or {}).items() if h in nodes and isinstance(r, dict)}
-    settings = context.get("gpu_settings") or {}
+    reports = {h: r for h, r in mapping(context.get("gpus")).items() if h in nodes and isinstance(r, dict)}
+    settings = mapping(context.get("gpu_settings"))
     for name in sorted({nodes[h].get("cluster") for h in reports}):
         mine = {h: r for h, r in reports.items() if nodes[h].get("cluster") == name}
-        wanted = settings.get(name) or {}
+        wanted = mapping(settings.get(name))
         try:
             bad = fleet_gpu_problems(
                 mine,
@@ -128,7 +139,7 @@ def fleet_problems(values, host, model, context):
                 % (h, declared, count, count)
             )
     service = text(context.get("fabric_service") or "nvidia-fabricmanager")
-    for h, state in sorted((context.get("fabric") or {}).items()):
+    for h, state in sorted(mapping(context.get("fabric")).items()):
         if isinstance(state, dict) and state.get("rc") != 0:
             found.append(
                 "%s has %s NVLink-meshed GPUs (an NVSwitch system) but %s is %s: CUDA cannot initialise the GPUs "
