@@ -113,12 +113,18 @@ def test_admin_services_open_to_every_address_need_the_opt_in(run_preflight):
 
 def test_flags_the_ray_role_sets_and_resources_ray_counts_are_refused(run_preflight):
     rc, out = run_preflight(
-        local_hosts(), {"ray_extra_start_args": ["--dashboard-port=9999"], "ray_resources": {"GPU": 8}}
+        local_hosts(),
+        {
+            "ray_extra_start_args": ["--dashboard-port=9999"],
+            "ray_resources": {"GPU": 8},
+            "ray_object_store_memory": 10**15,
+        },
     )
     text = " ".join(out.split())
     assert rc != 0
     assert "ray_extra_start_args on node-a sets --dashboard-port, which the ray role sets itself" in text
     assert "ray_resources on node-a names GPU, which Ray counts itself" in text
+    assert "ray_object_store_memory on node-a is 1000000000000000 bytes" in text  # more than this machine's memory
 
 
 def test_firewall_ports_of_the_wrong_shape_are_refused(run_preflight):

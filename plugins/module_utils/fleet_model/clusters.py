@@ -102,6 +102,21 @@ def _node(fleet, host, role):
             "address nobody reaches. Set ray_node_ip to one of its addresses."
             % (ip, host, join("%s %s" % (n, join(a)) for n, a in sorted(addresses.items())) or "none")
         )
+    explicit = settings.get("ray_node_interface")
+    if explicit is not None and facts:
+        if not isinstance(explicit, str) or explicit not in addresses:
+            problems.append(
+                "ray_node_interface %r on %s is not an interface of the host with an IPv4 address (those: %s): NCCL "
+                "and Gloo would bind to an interface that is not there. Set it to the interface that holds ray_node_ip "
+                "%s, or remove it to have it found from the address."
+                % (explicit, host, join("%s %s" % (n, join(a)) for n, a in sorted(addresses.items())) or "none", ip)
+            )
+        elif ip and ip not in addresses[explicit]:
+            problems.append(
+                "ray_node_ip %s is not on ray_node_interface %s of %s (whose addresses are %s): Ray would advertise "
+                "one network while NCCL and Gloo use another. Set one to match the other."
+                % (ip, explicit, host, join(addresses[explicit]))
+            )
     ports = RAY_NODE_PORTS + (RAY_HEAD_PORTS if role == "head" else ())
     return {
         "cluster": cluster,

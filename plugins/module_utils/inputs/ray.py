@@ -11,6 +11,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     digits,
     in_private_tmp,
     integer,
+    mapping,
     node,
     owned_flags,
     owned_flags_problem,
@@ -66,7 +67,8 @@ RAY_BUILTIN_RESOURCES = {"CPU": "ray_num_cpus", "GPU": "ray_num_gpus", "memory":
 
 
 def problems(values, host, model, context):
-    """values: the ray role's variables (an unset ray_version is '<unset>'); context: ``ray_auth_token_inventory``
+    """values: the ray role's variables (an unset ray_version is '<unset>'); context: ``probe`` (the host's
+    rayvllm.fleet.host_probe result, when preflight passes it), ``ray_auth_token_inventory``
     and ``head_ray_auth_token_inventory``
     (the inventory's ray_auth_token of this host and of its cluster's head, None where unset)."""
     v, found = values, []
@@ -101,6 +103,14 @@ def problems(values, host, model, context):
             "mapping; got ray_num_gpus=%s, ray_num_cpus=%s, ray_resources=%s." % (host, gpus, cpus, resources)
         )
 
+    store = v.get("ray_object_store_memory")
+    memory_mib = integer(mapping(context.get("probe")).get("memory_mib"))
+    if digits(store) and memory_mib > 0 and int(text(store)) >= memory_mib * 1024 * 1024:
+        found.append(
+            "ray_object_store_memory on %s is %s bytes (%d MiB), but the host has %d MiB of memory: ray start refuses "
+            "an object store that leaves nothing for tasks. Set it well below the memory (Ray's default is 30%% of "
+            "it), or remove it." % (host, text(store), int(text(store)) // (1024 * 1024), memory_mib)
+        )
     builtin = sorted(k for k in resources if k in RAY_BUILTIN_RESOURCES) if isinstance(resources, dict) else []
     if builtin:
         found.append(

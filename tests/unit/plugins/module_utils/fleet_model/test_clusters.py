@@ -67,13 +67,28 @@ def test_the_model_does_not_depend_on_the_order_the_inventory_lists_its_hosts():
 def test_explicit_address_and_interface():
     hosts = {
         "h": {"vars": {**PINNED, "ray_node_ip": "192.168.10.1"}, "facts": facts("10.0.0.1", "eno1", "192.168.10.1")},
-        "w": {"vars": {**PINNED, "ray_node_interface": "ib0"}, "facts": facts("10.0.0.2", "enp-3s0")},
+        "w": {"vars": {**PINNED, "ray_node_interface": "ib0"}, "facts": facts("10.0.0.2", "ib0")},
     }
     model, problems = build(["h"], ["w"], hosts)
     assert problems == []
     assert (model["nodes"]["h"]["ip"], model["nodes"]["h"]["interface"]) == ("192.168.10.1", "eno1")
     assert (model["nodes"]["w"]["ip"], model["nodes"]["w"]["interface"]) == ("10.0.0.2", "ib0")
     assert model["nodes"]["w"]["network_env"]["NCCL_SOCKET_IFNAME"] == "ib0"
+
+
+def test_an_interface_the_host_lacks_or_that_does_not_hold_the_address():
+    hosts = {
+        "h": {"vars": {**PINNED, "ray_node_interface": "ib9"}, "facts": facts("10.0.0.1", "eno1")},
+        "w": {"vars": {**PINNED, "ray_node_interface": "lo"}, "facts": facts("10.0.0.2", "eno1")},
+    }
+    _model, problems = build(["h"], ["w"], hosts)
+    assert any(
+        p.startswith("ray_node_interface 'ib9' on h is not an interface of the host with an IPv4 address (those: ")
+        for p in problems
+    ), problems
+    assert "ray_node_ip 10.0.0.2 is not on ray_node_interface lo of w (whose addresses are 127.0.0.1)" in " ".join(
+        problems
+    ), problems
 
 
 def test_interface_names_with_dashes_are_found():

@@ -107,3 +107,18 @@ def test_a_hub_repository_is_an_id_not_a_url(repo):
     assert problem.startswith("model_hf_repo on gpu-1 is '%s': give the hub's repository id, owner/name" % repo)
     values["model_hf_repo"] = "meta-llama/Llama-3.1-8B"
     assert model_inputs.problems(values, "gpu-1", fleet(), {}) == []
+
+
+def test_an_object_store_of_the_hosts_memory_or_more_is_refused():
+    values = dict(RAY, ray_object_store_memory=64 * 1024**3)
+    found = ray_inputs.problems(values, "gpu-1", fleet(), {"probe": {"memory_mib": 32 * 1024}})
+    (problem,) = [p for p in found if "ray_object_store_memory" in p]
+    assert problem.startswith(
+        "ray_object_store_memory on gpu-1 is 68719476736 bytes (65536 MiB), but the host has 32768"
+    )
+    fits = ray_inputs.problems(
+        dict(values, ray_object_store_memory=8 * 1024**3), "gpu-1", fleet(), {"probe": {"memory_mib": 32768}}
+    )
+    assert not [p for p in fits if "ray_object_store_memory" in p]
+    unread = ray_inputs.problems(values, "gpu-1", fleet(), {})  # no probe (the role run alone): Ray says it at start
+    assert not [p for p in unread if "ray_object_store_memory" in p]
