@@ -154,7 +154,7 @@ for stage in molecule/default/stages/test_*.py; do
 done
 wait_side_scenarios
 # The hosts are killed, not removed: removing several GB of venvs per host took 111 s at the end of the run
-# (rehearsal of 99dd76f), and the next run removes them first (destroy_sandbox above) as it does after a failure.
+# (rehearsal of 99dd76f), and every run removes what an earlier one left before it creates (destroy_sandbox above).
 phase "sandbox fleet: stop (the next run removes the hosts)"
 docker kill ray-head ray-worker-1 ray-worker-2 ray-b-head >/dev/null 2>&1 || true
 trap - EXIT
