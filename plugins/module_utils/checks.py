@@ -17,7 +17,7 @@ import posixpath
 import re
 
 # Directories a role must never move, link or remove: the system's own and the usual parents of the venvs and
-# data. roles/model/tasks/legacy.yml refuses the same list on the host.
+# data (inputs/model.py refuses model_path there).
 SYSTEM_DIRS = (
     "/",
     "/bin",
@@ -39,12 +39,22 @@ SYSTEM_DIRS = (
     "/sys",
     "/tmp",
     "/usr",
+    "/usr/bin",
     "/usr/lib",
     "/usr/local",
+    "/usr/local/bin",
     "/usr/local/lib",
+    "/usr/sbin",
+    "/usr/share",
     "/var",
+    "/var/cache",
     "/var/lib",
+    "/var/log",
     "/var/tmp",
+    # The usual parents of many models' weights.
+    "/srv/models",
+    "/data",
+    "/models",
 )
 ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 VERSION_RE = re.compile(r"^\d+\.\d+\.\d+$")
@@ -283,21 +293,19 @@ def system_dir(path, protected=()):
     return None
 
 
-def owned_flags(problems, name, args, where, owned):
-    """The flags among ``args`` that a role sets itself: ``owned`` is {flag: the variable to use instead}. A flag
-    matches as given, as --flag=value, with _ for - and, for a flag owned as a prefix (ending in '-'), any flag
-    starting with it."""
-    if not isinstance(args, (list, tuple)):
-        return
-    for arg in args:
+def owned_flags(args, owned):
+    """[(flag as written, what sets it instead)] of the flags among ``args`` (a passthrough list such as
+    vllm_extra_args) that a role sets itself: ``owned`` is {flag: what sets it instead}. A flag matches as given, as
+    --flag=value, with _ for - and, for a flag owned as a prefix (ending in '-'), any flag starting with it; values
+    are never looked at."""
+    found = []
+    for arg in args if isinstance(args, (list, tuple)) else []:
         if not isinstance(arg, str) or not arg.startswith("-"):
             continue
         flag = arg.split("=", 1)[0]
         normal = "--" + flag.lstrip("-").replace("_", "-") if flag.startswith("--") else flag
         for own, instead in owned.items():
             if normal == own or (own.endswith("-") and normal.startswith(own)):
-                problems.append(
-                    "%s %s passes %s, which the role sets itself (everything else relies on its value): remove it "
-                    "and set %s instead." % (name, where, flag, instead)
-                )
+                found.append((flag, instead))
                 break
+    return found

@@ -76,20 +76,8 @@ def sequence(value):
     return list(value) if is_sequence(value) else []
 
 
-def owned_flags(args, owned):
-    """[(flag as written, what sets it instead)] of the command-line flags in ``args`` (a passthrough list such as
-    vllm_extra_args) that a role already sets: ``owned`` maps each flag (``--port``, or a short alias such as ``-tp``)
-    to what sets it. ``--flag value`` and ``--flag=value`` both count; values are never looked at."""
-    found = []
-    for arg in args if is_sequence(args) else []:
-        flag = str(arg).split("=", 1)[0]
-        if flag in owned:
-            found.append((flag, owned[flag]))
-    return found
-
-
 def owned_flags_problem(variable, host, found, role):
-    """The message for owned_flags' result (None when empty): every flag, each with what sets it instead."""
+    """The message for checks.owned_flags' result (None when empty): every flag, each with what sets it instead."""
     if not found:
         return None
     return (

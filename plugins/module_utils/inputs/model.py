@@ -6,18 +6,11 @@
 import os
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import SYSTEM_DIRS, normal_path, truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import mapping, node, text
 
 # A repository id on the Hugging Face hub: owner/name (letters, digits, '-', '_', '.').
 HF_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
-# Directories of the system that are never a model's own directory: the model role moves a model_path that is a
-# real directory under its revisions directory (roles/model/tasks/legacy.yml) and links it, and reset.yml removes it.
-SYSTEM_DIRS = frozenset(
-    "/ /bin /boot /dev /etc /home /lib /lib32 /lib64 /media /mnt /opt /proc /root /run /sbin /srv /sys /tmp /usr "
-    "/usr/bin /usr/lib /usr/local /usr/local/bin /usr/local/lib /usr/sbin /usr/share /var /var/cache /var/lib "
-    "/var/log /var/tmp /srv/models /data /models".split()
-)
 # The settings whose directories hold what the units run from or read (venvs, configuration, Ray's sessions):
 # model_path must be none of them, inside none of them, and hold none of them.
 OWN_DIRS = ("ray_install_root", "vllm_install_root", "ray_config_dir", "vllm_config_dir", "ray_temp_dir")
@@ -29,9 +22,7 @@ def path_problems(path, host, settings, state):
     settings) or related to one, or (``state``: rayvllm.fleet.host_probe's path state on the host, when read) a
     real directory without config.json, which the role would move."""
     found = []
-    normal = os.path.normpath(path)
-    if normal.startswith("//"):
-        normal = "/" + normal.lstrip("/")
+    normal = normal_path(path)
     if normal != path:
         found.append(
             "model_path on %s is '%s': write it normalised, without '..', '.', '//' or a trailing '/' (it resolves to "
@@ -47,7 +38,7 @@ def path_problems(path, host, settings, state):
         own = settings.get(name)
         if not isinstance(own, str) or not own.startswith("/"):
             continue
-        own = os.path.normpath(own)
+        own = normal_path(own)
         if normal == own or own.startswith(normal.rstrip("/") + "/") or normal.startswith(own.rstrip("/") + "/"):
             relation = "is" if normal == own else "holds" if own.startswith(normal.rstrip("/") + "/") else "is inside"
             found.append(

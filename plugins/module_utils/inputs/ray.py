@@ -5,6 +5,7 @@
 
 import re
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import owned_flags
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import RAY_HEAD_PORTS, RAY_NODE_PORTS
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
     cluster,
@@ -13,7 +14,6 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     integer,
     mapping,
     node,
-    owned_flags,
     owned_flags_problem,
     text,
     unsafe,

@@ -14,12 +14,11 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     is_sequence,
     node,
     number,
-    owned_flags,
     owned_flags_problem,
     text,
     unsafe,
 )
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import owned_flags, truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import PlanError, plan
 
 UNIT_VALUES = (
