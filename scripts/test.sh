@@ -4,8 +4,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-# Each phase says when it began (seconds into the run): where the time goes, from the CI log alone.
-phase() { echo "== $* (at $(( $(date +%s) - start )) s)"; }
+# Each phase says when it began (seconds into the run) and how busy the machine's CPUs were since the phase
+# before (100% = every core busy): where the time goes, and whether more could run beside it, from the CI log alone.
+cpu_busy_total() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+read -r cpu_busy cpu_total < <(cpu_busy_total)
+phase() {
+  local busy total
+  read -r busy total < <(cpu_busy_total)
+  echo "== $* (at $(($(date +%s) - start)) s; CPU busy $(((busy - cpu_busy) * 100 / (total - cpu_total + 1)))% since the last phase)"
+  cpu_busy=$busy cpu_total=$total
+}
 bash scripts/controller-venv.sh
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 

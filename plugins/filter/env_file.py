@@ -5,10 +5,10 @@
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.env_file import env_file as _env_file
-
 
 def env_file(variables):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.env_file import env_file as _env_file
+
     try:
         return _env_file(variables)
     except ValueError as exc:

@@ -3,15 +3,6 @@
 # Apache License 2.0 (see LICENSE)
 """The host firewall's nftables rule set, ufw rules and firewalld policy (see module_utils/firewall.py)."""
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import (
-    SSH_COMMENT,
-    firewalld_state,
-    firewalld_xml,
-    nft_text,
-    openings,
-    ufw_plan,
-)
-
 
 def firewall_ruleset(
     exposure,
@@ -23,6 +14,15 @@ def firewall_ruleset(
     ufw_user_rules="",
     firewalld_probe="",
 ):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import (
+        SSH_COMMENT,
+        firewalld_state,
+        firewalld_xml,
+        nft_text,
+        openings,
+        ufw_plan,
+    )
+
     found, problems = openings(host, exposure or {}, admin_cidrs, ssh_ports, ssh_cidrs, extra_rules)
     # ssh: the policy when the firewall is left to the operator (the SSH openings only, which may be all
     # that lets the controller in).

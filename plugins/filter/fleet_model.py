@@ -9,20 +9,27 @@ from pathlib import Path
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import fleet_model as _fleet
 
 _ROLES = Path(__file__).resolve().parents[2] / "roles"
 _DEFAULTS = None
+
+
+def _fleet():
+    # Imported on first use: Ansible loads every filter file of the collection to find any one filter, in every
+    # worker process, so a file's imports cost every task that uses a rayvllm.fleet filter.
+    from ansible_collections.rayvllm.fleet.plugins.module_utils import fleet_model
+
+    return fleet_model
 
 
 def _role_defaults():
     global _DEFAULTS
     if _DEFAULTS is None:
         loaded = {}
-        for role in _fleet.SHARED_SETTINGS:
+        for role in _fleet().SHARED_SETTINGS:
             path = _ROLES / role / "defaults" / "main.yml"
             loaded[role] = yaml.safe_load(path.read_text()) or {}
-        _DEFAULTS = _fleet.literal_defaults(loaded)
+        _DEFAULTS = _fleet().literal_defaults(loaded)
     return _DEFAULTS
 
 
@@ -33,7 +40,7 @@ def fleet_model(hostvars, groups):
         workers = list(groups.get("ray_workers") or [])
         monitoring = list(groups.get("monitoring") or [])
         routers = list(groups.get("router") or [])
-        keys = set(defaults) | set(_fleet.INPUTS)
+        keys = set(defaults) | set(_fleet().INPUTS)
         hosts = {}
         for host in dict.fromkeys(heads + workers + monitoring + routers):
             hv = hostvars[host]
@@ -43,10 +50,10 @@ def fleet_model(hostvars, groups):
                 "ansible_host": hv.get("ansible_host"),
             }
             # Secrets the model compares across clusters: a digest, never the value.
-            hosts[host]["vars"].update((key, _digest(hv, key)) for key in _fleet.DIGESTS if key in hv)
+            hosts[host]["vars"].update((key, _digest(hv, key)) for key in _fleet().DIGESTS if key in hv)
     except (ValueError, OSError) as exc:
         raise AnsibleFilterError("fleet_model: %s" % exc)
-    model, problems = _fleet.build(heads, workers, hosts, defaults, monitoring, routers)
+    model, problems = _fleet().build(heads, workers, hosts, defaults, monitoring, routers)
     model["problems"] = problems
     return model
 
@@ -62,7 +69,7 @@ def _digest(hostvars, key):
 
 
 def mixed_within_clusters(values, clusters, label=""):
-    return _fleet.mixed_within_clusters(dict(values), dict(clusters), label)
+    return _fleet().mixed_within_clusters(dict(values), dict(clusters), label)
 
 
 class FilterModule:

@@ -3,18 +3,18 @@
 # Apache License 2.0 (see LICENSE)
 """How the fleet is compared with the inventory, and its tables (logic in module_utils/fleet_status.py)."""
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_status import (
-    DEFAULT_FAIL_SEVERITIES,
-    evaluate,
-    render,
-)
 
+def fleet_status(probes, model, fail_severities=None):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_status import DEFAULT_FAIL_SEVERITIES, evaluate
 
-def fleet_status(probes, model, fail_severities=DEFAULT_FAIL_SEVERITIES):
+    if fail_severities is None:
+        fail_severities = DEFAULT_FAIL_SEVERITIES
     return evaluate(model, probes, list(fail_severities or []))
 
 
 def fleet_status_table(report):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_status import render
+
     return render(report)
 
 

@@ -5,13 +5,10 @@
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.gpu_topology import (
-    fleet_problems,
-    needs_fabric_manager,
-)
-
 
 def gpu_fleet_problems(reports, tensor_parallel_size=0, allow_cross_node_tp=False, require_nvlink=False):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.gpu_topology import fleet_problems
+
     if not isinstance(reports, dict):
         raise AnsibleFilterError("gpu_fleet_problems expects a dict {host: gpu_topology result}")
     try:
@@ -26,6 +23,8 @@ def gpu_fleet_problems(reports, tensor_parallel_size=0, allow_cross_node_tp=Fals
 
 
 def gpu_needs_fabric_manager(facts):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.gpu_topology import needs_fabric_manager
+
     try:
         return needs_fabric_manager(facts)
     except (KeyError, TypeError) as exc:

@@ -5,10 +5,10 @@
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.grafana_dashboard import dashboard_problems
-
 
 def grafana_dashboard_problems(dashboard, datasource_uid, datasource_name=None):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.grafana_dashboard import dashboard_problems
+
     if not datasource_uid:
         raise AnsibleFilterError("grafana_dashboard_problems needs the provisioned datasource uid")
     if not isinstance(dashboard, (dict, str, bytes)):

@@ -5,10 +5,10 @@
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import inputs
-
 
 def input_problems(values, role, host, model=None, context=None):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils import inputs
+
     try:
         return inputs.problems(role, values, host, model, context)
     except ValueError as exc:

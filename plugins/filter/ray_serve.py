@@ -5,14 +5,14 @@
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_serve import model_problems, surge_plan
-
 
 def _gpus(declared):
     return None if declared in (None, "") else int(declared)
 
 
 def ray_serve_problems(models, cluster, declared_gpus=None, ray_version=None, vllm_version=None, allow_mismatch=False):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_serve import model_problems
+
     try:
         return model_problems(
             models,
@@ -27,6 +27,8 @@ def ray_serve_problems(models, cluster, declared_gpus=None, ray_version=None, vl
 
 
 def ray_serve_surge(models, declared_gpus, ray_version, max_surge_percent):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_serve import surge_plan
+
     try:
         return surge_plan(models, _gpus(declared_gpus), str(ray_version), int(max_surge_percent or 0))
     except (KeyError, TypeError, ValueError) as exc:

@@ -5,58 +5,56 @@
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import (
-    directive_value,
-    exec_arg,
-    hardening,
-    path_arg,
-    private_tmp_conflicts,
-    sandboxing,
-    unsafe_values,
-)
+
+def _unit():
+    # Imported on first use: Ansible loads every filter file of the collection to find any one filter, in every
+    # worker process, so a file's imports cost every task that uses a rayvllm.fleet filter.
+    from ansible_collections.rayvllm.fleet.plugins.module_utils import systemd_unit
+
+    return systemd_unit
 
 
 def systemd_exec_arg(value):
     try:
-        return exec_arg(value)
+        return _unit().exec_arg(value)
     except ValueError as exc:
         raise AnsibleFilterError("systemd_exec_arg: %s" % exc)
 
 
 def systemd_path_arg(value):
     try:
-        return path_arg(value)
+        return _unit().path_arg(value)
     except ValueError as exc:
         raise AnsibleFilterError("systemd_path_arg: %s" % exc)
 
 
 def systemd_value(value):
     try:
-        return directive_value(value)
+        return _unit().directive_value(value)
     except ValueError as exc:
         raise AnsibleFilterError("systemd_value: %s" % exc)
 
 
 def systemd_sandboxing(hardening, writable=None):
     try:
-        return "\n".join(sandboxing(hardening, writable or []))
+        return "\n".join(_unit().sandboxing(hardening, writable or []))
     except ValueError as exc:
         raise AnsibleFilterError("systemd_sandboxing: %s" % exc)
 
 
 def systemd_hardening(overrides=None):
     try:
-        return hardening(overrides)
+        return _unit().hardening(overrides)
     except ValueError as exc:
         raise AnsibleFilterError("systemd_hardening: %s" % exc)
 
 
 def unit_value_problems(variables):
-    return unsafe_values(variables)
+    return _unit().unsafe_values(variables)
 
 
 def private_tmp_problems(hardening, dirs):
-    return private_tmp_conflicts(hardening, dirs)
+    return _unit().private_tmp_conflicts(hardening, dirs)
 
 
 class FilterModule:

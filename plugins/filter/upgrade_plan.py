@@ -3,10 +3,10 @@
 # Apache License 2.0 (see LICENSE)
 """The plan of one cluster's switch to staged versions (logic in module_utils/upgrade_plan.py)."""
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.upgrade_plan import cluster_plan
-
 
 def upgrade_plan(nodes, cluster):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.upgrade_plan import cluster_plan
+
     return cluster_plan(cluster, list(nodes))
 
 

@@ -9,31 +9,22 @@ shown). The roles' tasks/validate.yml assert that list is empty (filter ``rayvll
 Plain Python, no Ansible import; the unit tests call the functions directly.
 """
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import (
-    alertmanager,
-    firewall,
-    grafana,
-    model,
-    preflight,
-    prometheus,
-    ray,
-    router,
-    vllm,
-    vllm_watchdog,
-)
+from importlib import import_module
 
+# role checked: (module of this package, its function). Imported on first use: a validate task's worker process
+# imports only the checks of the role it runs (see plugins/filter/input_problems.py).
 ROLES = {
-    "alertmanager": alertmanager.problems,
-    "firewall": firewall.problems,
-    "grafana": grafana.problems,
-    "model": model.problems,
-    "preflight": preflight.problems,
-    "preflight_fleet": preflight.fleet_problems,
-    "prometheus": prometheus.problems,
-    "ray": ray.problems,
-    "router": router.problems,
-    "vllm": vllm.problems,
-    "vllm_watchdog": vllm_watchdog.problems,
+    "alertmanager": ("alertmanager", "problems"),
+    "firewall": ("firewall", "problems"),
+    "grafana": ("grafana", "problems"),
+    "model": ("model", "problems"),
+    "preflight": ("preflight", "problems"),
+    "preflight_fleet": ("preflight", "fleet_problems"),
+    "prometheus": ("prometheus", "problems"),
+    "ray": ("ray", "problems"),
+    "router": ("router", "problems"),
+    "vllm": ("vllm", "problems"),
+    "vllm_watchdog": ("vllm_watchdog", "problems"),
 }
 
 
@@ -41,4 +32,6 @@ def problems(role, values, host, model=None, context=None):
     """The problems of ``role``'s inputs on ``host`` (a list of messages, empty when they are usable)."""
     if role not in ROLES:
         raise ValueError("no input checks for role %r (known: %s)" % (role, ", ".join(sorted(ROLES))))
-    return ROLES[role](values if isinstance(values, dict) else {}, str(host), model or {}, context or {})
+    module, function = ROLES[role]
+    check = getattr(import_module("%s.%s" % (__name__, module)), function)
+    return check(values if isinstance(values, dict) else {}, str(host), model or {}, context or {})

@@ -6,7 +6,6 @@ each cluster (roles/preflight/tasks/main.yml)."""
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model import mixed_within_clusters
-from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_status import members_not_in_inventory
 from ansible_collections.rayvllm.fleet.plugins.module_utils.gpu_topology import fleet_problems as fleet_gpu_problems
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
     integer,
@@ -98,6 +97,9 @@ def fleet_problems(values, host, model, context):
     ({host: {"rc", "state"}} of the NVSwitch hosts whose fabric manager was asked), ``fabric_service`` and
     ``ray_members`` ({cluster: rayvllm.fleet.fleet_status_probe's ``ray`` result, read on the heads whose Ray
     runs})."""
+    # Imported here: fleet_status also reads hosts over HTTP (urllib, ssl), which every other check goes without.
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_status import members_not_in_inventory
+
     nodes = model.get("nodes") or {}
     found = []
     for name, ray in sorted(mapping(context.get("ray_members")).items()):
