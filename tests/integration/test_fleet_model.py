@@ -126,3 +126,16 @@ def test_a_router_port_taken_by_vllm_on_its_host_is_refused(run_preflight):
     rc, out = run_preflight(with_router(inventory, router_port=8000))
     assert rc != 0
     assert "port 8000 on router host node-a is wanted by llama's router port, vLLM" in out
+
+
+def test_clusters_behind_one_router_with_different_api_keys_are_refused_without_showing_a_key(run_preflight):
+    served = {"vllm_served_model_name": "llama"}
+    hostvars = {h: served for h in ("node-a", "node-b", "node-c", "node-d")}
+    for head, key in (("node-a", "alpha-key-0123456789abcdef"), ("node-c", "beta-key-0123456789abcdef")):
+        hostvars[head] = {**served, "vllm_api_key": key}
+    rc, out = run_preflight(with_router(two_clusters(**hostvars)))
+    assert rc != 0
+    assert "the clusters behind the llama router serve with different vLLM API keys" in out, out[-3000:]
+    assert "key 1 set in the inventory on" in out and "key 2 set in the inventory on" in out
+    assert "alpha-key" not in out and "beta-key" not in out
+    assert "TASK [rayvllm.fleet.preflight" not in out

@@ -114,6 +114,7 @@ def _build(fleet, served):
             )
     router_host = settings.get("router_host")
     for model, names in sorted(served.items()):
+        problems.extend(_key_problems(fleet, model, names))
         if model not in ports:
             continue
         port, metrics = checked[(model, "router port")], checked[(model, "metrics port")]
@@ -130,3 +131,31 @@ def _build(fleet, served):
                 for h in routers
             },
         }
+
+
+def _key_problems(fleet, model, names):
+    """The clusters behind one router serve with one vLLM API key: the router passes each client's key through
+    unchanged to whichever cluster it picks (the router role also refuses different keys, but only once the clusters
+    have been deployed). The model holds a digest of each head's vllm_api_key (None where the inventory leaves it to
+    the default, the routed model's key file), never a value."""
+    keys = {c: fleet.settings.get(fleet.clusters[c].get("head"), {}).get("vllm_api_key") for c in names}
+    if len(set(keys.values())) < 2:
+        return []
+    numbers = {}
+    for digest in sorted(k for k in keys.values() if k is not None):
+        numbers.setdefault(digest, len(numbers) + 1)
+    by_key = {}
+    for cluster, digest in sorted(keys.items()):
+        label = (
+            "the default key (credentials/%s%s/vllm_api_key beside the inventory)"
+            % (ROUTED_KEY_PREFIX, router_instance(model))
+            if digest is None
+            else "key %d set in the inventory" % numbers[digest]
+        )
+        by_key.setdefault(label, []).append(cluster)
+    return [
+        "the clusters behind the %s router serve with different vLLM API keys (%s; the values are never shown): the "
+        "router passes each client's key through unchanged, so every cluster behind it must accept the same one. "
+        "Set vllm_api_key once for all of them (the same value, e.g. in a group of their hosts), or on none of them."
+        % (model, "; ".join("%s on %s" % (label, join(clusters)) for label, clusters in sorted(by_key.items())))
+    ]

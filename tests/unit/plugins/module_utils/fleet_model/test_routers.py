@@ -98,3 +98,25 @@ def test_a_router_port_taken_by_another_service_on_its_host_is_refused():
     hosts["a1"]["vars"]["router_port"] = hosts["b1"]["vars"]["router_port"] = 9090
     _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, ["a1"], ["a1", "b1"])
     assert any("port 9090 on router host a1 is wanted by llama's router port, Prometheus" in p for p in problems)
+
+
+def test_clusters_behind_one_router_must_share_the_api_key_and_the_message_never_shows_it():
+    def keyed(a=None, b=None):
+        hosts = {
+            "a1": host("10.0.0.1", "a", vllm_served_model_name="llama"),
+            "b1": host("10.0.1.1", "b", vllm_served_model_name="llama"),
+            "r": {"vars": {}, "facts": {}, "ansible_host": "10.0.9.1"},
+        }
+        # The filter hands the model a digest of each host's vllm_api_key, never the value.
+        for name, digest in (("a1", a), ("b1", b)):
+            if digest is not None:
+                hosts[name]["vars"]["vllm_api_key"] = digest
+        return fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])[1]
+
+    assert keyed() == [] and keyed("d1", "d1") == []
+    (different,) = [p for p in keyed("d1", "d2") if "different vLLM API keys" in p]
+    assert "key 1 set in the inventory on a; key 2 set in the inventory on b" in different
+    assert "Set vllm_api_key once for all of them" in different and "d1" not in different
+    (one_set,) = [p for p in keyed(b="d2") if "different vLLM API keys" in p]
+    assert "the default key (credentials/router/llama/vllm_api_key beside the inventory) on a" in one_set
+    assert "key 1 set in the inventory on b" in one_set
