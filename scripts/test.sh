@@ -52,7 +52,7 @@ python3 scripts/docs-variables.py --check
 antsibull-changelog lint
 antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 # Every module, filter and lookup has documentation ansible-doc can render (the lists are the plugin directories):
-# one ansible-doc per plugin type (one per plugin took ~90 s), which exits 0 on a plugin it cannot find or render
+# one ansible-doc per plugin type (one per plugin took ~38 s), which exits 0 on a plugin it cannot find or render
 # but warns on stderr, so any stderr output fails.
 plugin_docs() {
   local type=$1 ext=$2 path names=() errors
