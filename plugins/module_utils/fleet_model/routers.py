@@ -114,9 +114,9 @@ def _build(fleet, served):
             )
     router_host = settings.get("router_host")
     for model, names in sorted(served.items()):
-        problems.extend(_key_problems(fleet, model, names))
         if model not in ports:
             continue
+        problems.extend(_key_problems(fleet, model, names))
         port, metrics = checked[(model, "router port")], checked[(model, "metrics port")]
         result["models"][model] = {
             "model": model,
@@ -138,7 +138,10 @@ def _key_problems(fleet, model, names):
     unchanged to whichever cluster it picks (the router role also refuses different keys, but only once the clusters
     have been deployed). The model holds a digest of each head's vllm_api_key (None where the inventory leaves it to
     the default, the routed model's key file), never a value."""
-    keys = {c: fleet.settings.get(fleet.clusters[c].get("head"), {}).get("vllm_api_key") for c in names}
+    keys = {}
+    for cluster in names:
+        digest = fleet.settings.get(fleet.clusters[cluster].get("head"), {}).get("vllm_api_key")
+        keys[cluster] = None if digest is None else str(digest)
     if len(set(keys.values())) < 2:
         return []
     numbers = {}

@@ -41,6 +41,8 @@ OTHER = {
     "vllm_tensor_parallel_size": st.one_of(st.integers(min_value=-1, max_value=9), st.text(max_size=2)),
     "ray_node_ip": st.one_of(st.sampled_from(["10.0.0.1", "10.0.0.2", "not-an-ip", "::1", ""]), st.integers()),
     "vllm_host": st.one_of(st.sampled_from(["0.0.0.0", "127.0.0.1", "10.0.0.1"]), st.text(max_size=4)),
+    # The filter hands the model a digest (a string); a direct caller may hand it anything.
+    "vllm_api_key": st.one_of(st.none(), st.sampled_from(["d1", "d2"]), st.integers(), st.lists(st.integers())),
 }
 
 
