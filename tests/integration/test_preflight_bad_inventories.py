@@ -35,9 +35,9 @@ def test_host_in_both_groups(run_preflight):
     assert "node-a is in both ray_head and ray_workers" in out
 
 
-@pytest.mark.parametrize("version", ["latest", ">=2.50", "2.60", None])
-def test_unpinned_ray_version(run_preflight, version):
-    rc, out = run_preflight(local_hosts(), {"ray_version": version})
+# One case: preflight stops on it. Every unpinned value: tests/unit/.../inputs/test_version_inputs.py.
+def test_unpinned_ray_version(run_preflight):
+    rc, out = run_preflight(local_hosts(), {"ray_version": "latest"})
     assert rc != 0
     assert "ray_version must be an exact X.Y.Z release" in out
     assert 'ray_version: "2.60.0"' in out
