@@ -41,8 +41,16 @@ fi
 docker network inspect "$net" >/dev/null 2>&1 || docker network create --subnet 10.78.0.0/24 "$net" >/dev/null
 
 start_hosts() {
-  local n=$1 i
+  local n=$1 i name waited
   remove_hosts
+  # Each host's systemd takes a few inotify instances, and Linux allows 128 per user by default: past about 26
+  # hosts, the next ones exit at once (exit 255; seen at 32). Raise the limit for the run, and say so.
+  local need=$((8 * n + 256))
+  if [ "$(cat /proc/sys/fs/inotify/max_user_instances)" -lt "$need" ]; then
+    echo "raising fs.inotify.max_user_instances from $(cat /proc/sys/fs/inotify/max_user_instances) to $need" \
+      "(systemd in each of $n containers)" >&2
+    sysctl -q -w fs.inotify.max_user_instances="$need"
+  fi
   for i in $(seq 0 $((n - 1))); do
     docker run -d --name "${prefix}$(printf %02d "$i")" --hostname "${prefix}$(printf %02d "$i")" \
       --cap-add SYS_ADMIN --cap-add NET_ADMIN --security-opt seccomp=unconfined --security-opt apparmor=unconfined \
@@ -50,8 +58,16 @@ start_hosts() {
       --network "$net" --ip "10.78.0.$((10 + i))" "$image" /lib/systemd/systemd >/dev/null
   done
   for i in $(seq 0 $((n - 1))); do
-    until docker exec "${prefix}$(printf %02d "$i")" systemctl is-system-running 2>/dev/null | grep -qE 'running|degraded'; do
+    name=${prefix}$(printf %02d "$i") waited=0
+    until docker exec "$name" systemctl is-system-running 2>/dev/null | grep -qE 'running|degraded'; do
+      if [ "$(docker inspect -f '{{.State.Running}}' "$name")" != true ] || [ "$waited" -ge 300 ]; then
+        echo "host $name did not come up (state: $(docker inspect -f '{{.State.Status}} {{.State.ExitCode}}' \
+          "$name"), waited $waited s); its log:" >&2
+        docker logs --tail 20 "$name" >&2
+        exit 1
+      fi
       sleep 1
+      waited=$((waited + 1))
     done
   done
 }
