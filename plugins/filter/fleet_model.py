@@ -34,13 +34,14 @@ def _role_defaults():
 
 
 def fleet_model(hostvars, groups):
+    fleet = _fleet()
     try:
         defaults = _role_defaults()
         heads = list(groups.get("ray_head") or [])
         workers = list(groups.get("ray_workers") or [])
         monitoring = list(groups.get("monitoring") or [])
         routers = list(groups.get("router") or [])
-        keys = set(defaults) | set(_fleet().INPUTS)
+        keys = set(defaults) | set(fleet.INPUTS)
         hosts = {}
         for host in dict.fromkeys(heads + workers + monitoring + routers):
             hv = hostvars[host]
@@ -50,10 +51,10 @@ def fleet_model(hostvars, groups):
                 "ansible_host": hv.get("ansible_host"),
             }
             # Secrets the model compares across clusters: a digest, never the value.
-            hosts[host]["vars"].update((key, _digest(hv, key)) for key in _fleet().DIGESTS if key in hv)
+            hosts[host]["vars"].update((key, _digest(hv, key)) for key in fleet.DIGESTS if key in hv)
     except (ValueError, OSError) as exc:
         raise AnsibleFilterError("fleet_model: %s" % exc)
-    model, problems = _fleet().build(heads, workers, hosts, defaults, monitoring, routers)
+    model, problems = fleet.build(heads, workers, hosts, defaults, monitoring, routers)
     model["problems"] = problems
     return model
 

@@ -3,11 +3,14 @@
 # Apache License 2.0 (see LICENSE)
 """How the fleet is compared with the inventory, and its tables (logic in module_utils/fleet_status.py)."""
 
+# Stands for module_utils' DEFAULT_FAIL_SEVERITIES, which this file imports on first use only.
+_DEFAULT = object()
 
-def fleet_status(probes, model, fail_severities=None):
+
+def fleet_status(probes, model, fail_severities=_DEFAULT):
     from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_status import DEFAULT_FAIL_SEVERITIES, evaluate
 
-    if fail_severities is None:
+    if fail_severities is _DEFAULT:
         fail_severities = DEFAULT_FAIL_SEVERITIES
     return evaluate(model, probes, list(fail_severities or []))
 

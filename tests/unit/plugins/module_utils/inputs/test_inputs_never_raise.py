@@ -3,25 +3,19 @@ check returns a list of messages and never raises (a Python error would reach th
 names neither the variable nor the host)."""
 
 import os
-from pathlib import Path
 
-import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils import fleet_model as fm
 from ansible_collections.rayvllm.fleet.plugins.module_utils import inputs
 
-ROOT = Path(__file__).resolve().parents[5]
+from .roles import role_defaults
+
 # Each check's variables: its role's defaults (the values it sees when the inventory sets nothing).
 ROLE_OF = {name: ("preflight" if name.startswith("preflight") else name) for name in inputs.ROLES}
-DEFAULTS = {
-    role: yaml.safe_load((ROOT / "roles" / role / "defaults/main.yml").read_text()) or {}
-    for role in set(ROLE_OF.values())
-}
-SHARED = fm.literal_defaults(
-    {role: yaml.safe_load((ROOT / "roles" / role / "defaults/main.yml").read_text()) for role in fm.SHARED_SETTINGS}
-)
+DEFAULTS = {role: role_defaults(role) for role in set(ROLE_OF.values())}
+SHARED = fm.literal_defaults({role: role_defaults(role) for role in fm.SHARED_SETTINGS})
 
 
 def _facts(ip):

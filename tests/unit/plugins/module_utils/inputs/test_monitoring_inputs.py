@@ -1,21 +1,11 @@
 """Alertmanager's receivers and route, and the vLLM watchdog's counts: each unusable value refused, naming it (the
 integration tests prove, with one case each, that preflight stops on them)."""
 
-from pathlib import Path
-
 import pytest
-import yaml
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import alertmanager, vllm_watchdog
 
-ROLES = Path(__file__).resolve().parents[5] / "roles"
-
-
-def defaults(role, **settings):
-    """The role's variables as its validate task hands them over: its defaults, then the settings."""
-    values = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
-    values.update(settings)
-    return values
+from .roles import role_defaults as defaults
 
 
 @pytest.mark.parametrize(

@@ -1,19 +1,15 @@
 """ray_version and vllm_version must be exact X.Y.Z releases (the integration tests prove, with one case, that
 preflight stops on an unpinned one)."""
 
-from pathlib import Path
-
 import pytest
-import yaml
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import ray, vllm
 
-ROLES = Path(__file__).resolve().parents[5] / "roles"
+from .roles import role_defaults
 
 
 def version_problems(module, role, key, version):
-    values = yaml.safe_load((ROLES / role / "defaults" / "main.yml").read_text())
-    values[key] = version
+    values = role_defaults(role, **{key: version})
     return [p for p in module.problems(values, "node-a", {}, {}) if p.startswith(key + " must be an exact")]
 
 
