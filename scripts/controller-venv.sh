@@ -14,4 +14,4 @@ quiet .venv/bin/pip install --quiet --upgrade pip
 quiet .venv/bin/pip install --quiet -r requirements.lock
 .venv/bin/ansible-playbook --version >/dev/null
 echo "$want" >"$stamp"
-echo "controller venv: ready ($(.venv/bin/ansible --version | head -1))"
+echo "controller venv: ready ($(.venv/bin/ansible --version | sed -n 1p))"
