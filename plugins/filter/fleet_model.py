@@ -33,7 +33,7 @@ def _role_defaults():
     return _DEFAULTS
 
 
-def fleet_model(hostvars, groups):
+def fleet_model(hostvars, groups, leaving=None):
     fleet = _fleet()
     try:
         defaults = _role_defaults()
@@ -54,7 +54,7 @@ def fleet_model(hostvars, groups):
             hosts[host]["vars"].update((key, _digest(hv, key)) for key in fleet.DIGESTS if key in hv)
     except (ValueError, OSError) as exc:
         raise AnsibleFilterError("fleet_model: %s" % exc)
-    model, problems = fleet.build(heads, workers, hosts, defaults, monitoring, routers)
+    model, problems = fleet.build(heads, workers, hosts, defaults, monitoring, routers, leaving)
     model["problems"] = problems
     return model
 

@@ -13,7 +13,7 @@ import json
 import time
 
 from urllib.error import HTTPError, URLError
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 from urllib.request import Request
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import read_response
@@ -44,13 +44,9 @@ def nodes_url(dashboard_url):
     return dashboard_url.rstrip("/") + "/api/v0/nodes?" + ALIVE_NODES_QUERY
 
 
-def parse_nodes(payload):
-    """Turn the JSON of ``GET /api/v0/nodes`` into a list of node dicts.
-
-    Only ALIVE nodes are kept (the query already filters, this guards against a
-    server that ignores the filter). A node without a ``GPU`` key in
-    ``resources_total`` has 0 GPUs.
-    """
+def state_rows(payload):
+    """The rows of a state API answer (``data.result.result``; JSON text or parsed). Raises DashboardUnreachable
+    naming what is wrong with it."""
     if isinstance(payload, (bytes, str)):
         try:
             payload = json.loads(payload)
@@ -64,6 +60,17 @@ def parse_nodes(payload):
         raise DashboardUnreachable(
             "unexpected JSON from the dashboard (no data.result.result list); is this a Ray dashboard?"
         )
+    return rows if isinstance(rows, list) else []
+
+
+def parse_nodes(payload):
+    """Turn the JSON of ``GET /api/v0/nodes`` into a list of node dicts.
+
+    Only ALIVE nodes are kept (the query already filters, this guards against a
+    server that ignores the filter). A node without a ``GPU`` key in
+    ``resources_total`` has 0 GPUs.
+    """
+    rows = state_rows(payload)
     nodes = []
     for row in rows:
         if row.get("state", "ALIVE") != "ALIVE":
@@ -120,19 +127,7 @@ def num_text(value):
 
 def fetch_nodes(dashboard_url, token=None, timeout=10.0, opener=None):
     """GET the ALIVE nodes. Raises DashboardUnreachable with the reason."""
-    headers = {"Accept": "application/json"}
-    if token:
-        headers["Authorization"] = "Bearer %s" % token
-    request = Request(nodes_url(dashboard_url), headers=headers)
-    try:
-        body = read_response(request, timeout, opener)
-    except HTTPError as exc:
-        hint = " (token missing or wrong?)" if exc.code in (401, 403) else ""
-        raise DashboardUnreachable("HTTP %s from %s%s" % (exc.code, dashboard_url, hint))
-    except (URLError, OSError, ValueError) as exc:
-        reason = getattr(exc, "reason", exc)
-        raise DashboardUnreachable("cannot reach %s: %s" % (dashboard_url, reason))
-    return parse_nodes(body)
+    return parse_nodes(fetch_json(nodes_url(dashboard_url), token, timeout, opener))
 
 
 def wait_for_cluster(
@@ -166,3 +161,78 @@ def wait_for_cluster(
         if elapsed >= timeout:
             return False, summary, error
         sleep(max(0.0, min(interval, timeout - elapsed)))
+
+
+# vLLM's ranks under its Ray executor are actors of this class (vllm.v1.executor.ray_utils.RayWorkerWrapper).
+VLLM_RANK_CLASS = "RayWorkerWrapper"
+
+
+def actors_url(dashboard_url, node_id):
+    """``GET /api/v0/actors`` of the ALIVE actors on one node."""
+    query = urlencode(
+        [
+            ("filter_keys", "node_id"),
+            ("filter_predicates", "="),
+            ("filter_values", node_id),
+            ("filter_keys", "state"),
+            ("filter_predicates", "="),
+            ("filter_values", "ALIVE"),
+            ("limit", 10000),
+            ("detail", "false"),
+        ]
+    )
+    return dashboard_url.rstrip("/") + "/api/v0/actors?" + query
+
+
+def parse_actors(payload):
+    """{class name: count} of the ALIVE actors in the JSON of ``GET /api/v0/actors``."""
+    rows = state_rows(payload)
+    counts = {}
+    for row in rows:
+        if not isinstance(row, dict) or row.get("state", "ALIVE") != "ALIVE":
+            continue
+        name = str(row.get("class_name") or "unknown")
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def node_work(nodes, ips, fetch_actors):
+    """For each address of ``ips``: {"alive": bool, "node_id", "actors": {class: count}, "vllm_ranks": int}, from
+    the ALIVE ``nodes`` (parse_nodes) and ``fetch_actors(node_id)`` (parse_actors of that node). A node Ray does not
+    list as ALIVE (stopped, or a dead server) runs nothing."""
+    by_ip = {n["ip"]: n for n in nodes}
+    result = {}
+    for ip in ips:
+        node = by_ip.get(ip)
+        if node is None:
+            result[ip] = {"alive": False, "node_id": "", "actors": {}, "vllm_ranks": 0}
+            continue
+        actors = fetch_actors(node["node_id"])
+        result[ip] = {
+            "alive": True,
+            "node_id": node["node_id"],
+            "actors": actors,
+            "vllm_ranks": actors.get(VLLM_RANK_CLASS, 0),
+        }
+    return result
+
+
+def fetch_json(url, token=None, timeout=10.0, opener=None):
+    """GET ``url`` of the dashboard with the token; the body. Raises DashboardUnreachable with the reason."""
+    headers = {"Accept": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer %s" % token
+    try:
+        return read_response(Request(url, headers=headers), timeout, opener)
+    except HTTPError as exc:
+        hint = " (token missing or wrong?)" if exc.code in (401, 403) else ""
+        raise DashboardUnreachable("HTTP %s from %s%s" % (exc.code, _site(url), hint))
+    except (URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise DashboardUnreachable("cannot reach %s: %s" % (_site(url), reason))
+
+
+def _site(url):
+    """http://host:port of a URL (what messages name)."""
+    parts = urlsplit(url)
+    return "%s://%s" % (parts.scheme, parts.netloc)

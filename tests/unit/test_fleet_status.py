@@ -381,7 +381,7 @@ def test_preflight_names_a_live_member_the_inventory_no_longer_has():
     assert problem.startswith("10.77.0.12 is a live member of cluster default's Ray (ALIVE in the node list of its "
                               "head ray-head, 2 GPUs), but no host of the inventory has that address.")  # fmt: skip
     assert "add it back to the inventory (ray_workers, ray_node_ip 10.77.0.12)" in problem
-    assert "playbooks/reset.yml --limit <it> -e reset_confirm=yes" in problem
+    assert "run playbooks/remove_node.yml -e remove_nodes=<it>" in problem
     assert fs.members_not_in_inventory(live["nodes"], MODEL, "default") == []
     assert preflight_problems(MODEL, {"default": live}) == []
     unread = {"default": {"url": "http://x:8265", "nodes": None, "version": "", "error": "connection refused"}}

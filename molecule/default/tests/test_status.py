@@ -61,5 +61,5 @@ def test_preflight_names_a_live_node_the_inventory_lost():
         f"{ip} is a live member of cluster default's Ray (ALIVE in the node list of its head ray-head, 2 GPUs), "
         "but no host of the inventory has that address." in text
     ), out[-3000:]
-    assert "run playbooks/reset.yml --limit <it> -e reset_confirm=yes" in text
+    assert "run playbooks/remove_node.yml -e remove_nodes=<it>" in text
     assert recap_changed(out) and set(recap_changed(out)) == {0}, out[-2000:]

@@ -17,7 +17,8 @@ The package, in the order ``build`` runs it:
 - ``routers``: one vllm-router per served model, its backends;
 - ``services``: the one table of services and their ports, the ports of every host and their collisions;
 - ``monitoring``: where Prometheus, Grafana and the Alertmanagers are reached;
-- ``exposure``: who reaches which port of each host through the firewall.
+- ``exposure``: who reaches which port of each host through the firewall;
+- ``removal``: the fleet without the nodes that leave it (playbooks/remove_node.yml).
 """
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.clusters import (  # noqa: F401
@@ -33,6 +34,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.clusters
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.common import Fleet
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.exposure import build_exposure
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.monitoring import build_monitoring
+from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.removal import build_without
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.routers import (  # noqa: F401
     ROUTED_KEY_PREFIX,
     build_routers,
@@ -55,7 +57,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings
 )
 
 
-def build(heads, workers, hosts, defaults, monitoring=(), routers=()):
+def build(heads, workers, hosts, defaults, monitoring=(), routers=(), leaving=None):
     """Build the fleet model.
 
     heads, workers: the inventory's ``ray_head`` and ``ray_workers`` groups (all hosts, not only those of the
@@ -66,7 +68,12 @@ def build(heads, workers, hosts, defaults, monitoring=(), routers=()):
     Returns (model, problems). model = {"clusters": {name: cluster}, "nodes": {host: node}, "monitoring": {...},
     "routers": {...}, "firewall": {host: exposure}, "addresses": {host: address}, "ports": {host: {service:
     [ports]}}}; problems = [message, ...] (empty when the model is usable).
+
+    leaving: the hosts of ``remove_nodes`` (playbooks/remove_node.yml): the model is then the fleet's without them,
+    plus ``leaving`` and ``removal`` (see removal.build_without), and the problems name a removal that cannot be done.
     """
+    if leaving not in (None, "", []):
+        return build_without(build, leaving, heads, workers, hosts, defaults, monitoring, routers)
     fleet = Fleet(heads, workers, hosts, defaults, monitoring, routers)
     build_nodes(fleet)
     build_clusters(fleet)

@@ -82,9 +82,9 @@ def unknown_member_problem(member, cluster, model):
     return (
         "%s is a live member of cluster %s's Ray (ALIVE in the node list of its head %s%s), but %s. This run would "
         "firewall it off and stop monitoring it while Ray keeps scheduling work on it. If it belongs to cluster %s, "
-        "add it back to the inventory (ray_workers, ray_node_ip %s). To retire it, put it back in the inventory and "
-        "run playbooks/reset.yml --limit <it> -e reset_confirm=yes (or stop Ray on it: ray stop --force), then "
-        "remove it from the inventory."
+        "add it back to the inventory (ray_workers, ray_node_ip %s). To retire it, put it back in the inventory, "
+        "run playbooks/remove_node.yml -e remove_nodes=<it> (or stop Ray on it: ray stop --force), then remove it "
+        "from the inventory."
         % (ip, cluster, head, ", %s GPUs" % (int(gpus) if float(gpus).is_integer() else gpus) if gpus else "", where,
            cluster, ip)
     )  # fmt: skip

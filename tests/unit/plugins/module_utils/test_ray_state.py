@@ -142,3 +142,48 @@ def test_read_token_file(tmp_path):
         read_token_file(str(token))
     with pytest.raises(ValueError, match="cannot read the Ray token file"):
         read_token_file(str(tmp_path / "missing"))
+
+
+# --- what runs on a node (playbooks/remove_node.yml: vLLM's ranks on a leaving node) ---
+
+
+def test_the_actors_query_asks_for_the_live_actors_of_one_node():
+    url = ray_state.actors_url("http://h:8265/", "abc123")
+    assert url.startswith("http://h:8265/api/v0/actors?")
+    assert "filter_keys=node_id&filter_predicates=%3D&filter_values=abc123" in url
+    assert "filter_keys=state&filter_predicates=%3D&filter_values=ALIVE" in url
+
+
+def test_live_actors_are_counted_by_class():
+    payload = {
+        "result": True,
+        "data": {
+            "result": {
+                "result": [
+                    {"class_name": "RayWorkerWrapper", "state": "ALIVE"},
+                    {"class_name": "RayWorkerWrapper", "state": "ALIVE"},
+                    {"class_name": "RayWorkerWrapper", "state": "DEAD"},
+                    {"class_name": "ServeReplica:app:LLMServer", "state": "ALIVE"},
+                ]
+            }
+        },
+    }
+    assert ray_state.parse_actors(json.dumps(payload)) == {"RayWorkerWrapper": 2, "ServeReplica:app:LLMServer": 1}
+    with pytest.raises(ray_state.DashboardUnreachable, match="no data.result.result"):
+        ray_state.parse_actors({"data": {}})
+
+
+def test_a_node_ray_does_not_list_runs_nothing_and_its_actors_are_not_asked_for():
+    nodes = [{"ip": "10.0.0.1", "node_id": "n1"}, {"ip": "10.0.0.3", "node_id": "n3"}]
+    asked = []
+
+    def actors(node_id):
+        asked.append(node_id)
+        return {"RayWorkerWrapper": 2}
+
+    work = ray_state.node_work(nodes, ["10.0.0.3", "10.0.0.9"], actors)
+    assert work == {
+        "10.0.0.3": {"alive": True, "node_id": "n3", "actors": {"RayWorkerWrapper": 2}, "vllm_ranks": 2},
+        "10.0.0.9": {"alive": False, "node_id": "", "actors": {}, "vllm_ranks": 0},
+    }
+    assert asked == ["n3"]
