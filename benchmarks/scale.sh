@@ -2,8 +2,12 @@
 # How a run grows with the fleet: the control-plane phases on N lightweight sandbox hosts (systemd containers of the
 # host image, without Ray or vLLM installs; nftables, the node exporter and Prometheus baked into a derived image so
 # that no phase downloads), in clusters of 4 with Prometheus on the first host, for N = 8, 16, 32, 64 (or the sizes
-# given), at the forks of ansible.cfg. Prints, per N and phase, the wall time, the time per host, and the
-# controller's peak memory (the sum of the RSS of every ansible-playbook process, sampled every 0.5 s).
+# given), at the forks of ansible.cfg. Prints, per N and phase, the wall time, the time per host, the controller's
+# CPU time (ansible-playbook and its forks, with the docker exec clients they start; not the modules, which run on
+# the hosts) and its peak memory (the sum of the RSS of every ansible-playbook process, sampled every 0.5 s). Then,
+# from the largest N, a projection for PROJECT_HOSTS hosts (500) of preflight, host_prep, firewall and monitoring:
+# the controller's CPU time, and the minutes it takes at 4, 8 and 16 controller cores with the controller as the
+# bottleneck (forks at least twice its cores).
 #   benchmarks/scale.sh [N ...]
 # Phases: preflight (playbooks/preflight.yml), fleet facts (benchmarks/scale-facts.yml), host_prep, firewall
 # (nftables), monitoring (node exporter on every host, then Prometheus with every target: --tags
@@ -120,11 +124,11 @@ peak_rss() {
 }
 
 phase() {
-  local n=$1 name=$2 inv=$3 log t0 t1 pid peak
+  local n=$1 name=$2 inv=$3 log t0 t1 pid peak cpu
   shift 3
   log=$work/$name-$n.log
   t0=$(date +%s.%N)
-  ansible-playbook -i "$inv" "$@" >"$log" 2>&1 &
+  /usr/bin/time -f '%U %S' -o "$log.cpu" ansible-playbook -i "$inv" "$@" >"$log" 2>&1 &
   pid=$!
   peak=$(peak_rss "$pid")
   if ! wait "$pid"; then
@@ -132,13 +136,15 @@ phase() {
     exit 1
   fi
   t1=$(date +%s.%N)
-  awk -v n="$n" -v p="$name" -v t="$(echo "$t1 - $t0" | bc)" -v m="$peak" \
-    'BEGIN { printf "%5d  %-12s %8.1f s %8.2f s/host %8d MiB\n", n, p, t, t / n, m }'
+  cpu=$(awk 'END { print $1 + $2 }' "$log.cpu")
+  echo "$n $name $cpu" >>"$work/cpu"
+  awk -v n="$n" -v p="$name" -v t="$(echo "$t1 - $t0" | bc)" -v m="$peak" -v c="$cpu" \
+    'BEGIN { printf "%5d  %-12s %8.1f s %8.2f s/host %8.2f CPU-s/host %8d MiB\n", n, p, t, t / n, c / n, m }'
 }
 
 echo "scale: clusters of 4, Prometheus on the first host, forks $(awk -F' *= *' '/^forks/ {print $2}' ansible.cfg)," \
   "$(nproc) cores, commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo '+changes'), $(date -u +%F)"
-printf '%5s  %-12s %10s %15s %12s\n' N phase wall per_host peak_rss
+printf '%5s  %-12s %10s %15s %19s %12s\n' N phase wall per_host controller_cpu peak_rss
 for n in "${SIZES[@]}"; do
   start_hosts "$n"
   inv=$work/inv-$n
@@ -149,3 +155,13 @@ for n in "${SIZES[@]}"; do
   phase "$n" firewall "$inv" playbooks/firewall.yml
   phase "$n" monitoring "$inv" playbooks/monitoring.yml --tags node_exporter,prometheus
 done
+# The projection: the controller's CPU time per host of the largest run, summed over the phases but fleet facts
+# (each phase's playbook gathers them itself, so the sum is an upper bound for one run that holds all of them).
+awk -v hosts="${PROJECT_HOSTS:-500}" '
+  { n[$2] = $1; cpu[$2] = $3; if ($1 > largest) largest = $1 }
+  END {
+    for (p in n) if (n[p] == largest && p != "facts") per_host += cpu[p] / largest
+    total = per_host * hosts
+    printf "projection for %d hosts from the %d-host run: controller CPU %.2f s per host, %.0f CPU-min in all;", hosts, largest, per_host, total / 60
+    printf " with the controller as the bottleneck: %.0f min on 4 cores, %.0f on 8, %.0f on 16\n", total / 60 / 4, total / 60 / 8, total / 60 / 16
+  }' "$work/cpu"

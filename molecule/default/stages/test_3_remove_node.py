@@ -104,3 +104,36 @@ def test_a_dead_server_is_removed_without_its_own_cleanup():
         rc, out = playbook("site.yml")
         assert rc == 0, out[-6000:]
         rejoined()
+
+
+# What playbooks/reset.yml must leave nothing of on a Ray worker (the test's list, independent of the role's).
+LEFTOVERS = {
+    "units": "systemctl list-unit-files --no-legend 'ray-*' 'vllm*' rayvllm-firewall.service | awk '{print $1}'",
+    "processes": "pgrep -af 'ray::|/raylet|/gcs_server|/opt/ray/|/opt/vllm/' | grep -v pgrep || true",
+    "venvs and files": "ls -d /opt/ray /opt/vllm /opt/rayvllm /etc/ray /etc/vllm /etc/rayvllm /var/lib/ray"
+    " /var/lib/vllm /usr/local/lib/rayvllm /var/cache/rayvllm /tmp/ray /run/vllm-watchdog"
+    " /etc/sysctl.d/60-rayvllm.conf 2>/dev/null || true",
+    "/dev/shm segments": "ls /dev/shm | grep -E '^(plasma|ray_|ray-|vllm|psm_|torch_)' || true",
+    "firewall table": "nft list table inet rayvllm_fleet >/dev/null 2>&1 && echo 'table inet rayvllm_fleet' || true",
+}
+
+
+@pytest.mark.skipif(
+    os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="reset and a fresh converge of a node: set RAYVLLM_SLOW_TESTS=1"
+)
+def test_a_removed_node_is_reset_to_nothing_of_ours_and_site_yml_brings_it_back():
+    rc, out = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={LEAVING}")
+    assert rc == 0, out[-6000:]
+    vllm_removed = unit_started("ray-head", "vllm.service")
+    rc, out = playbook("playbooks/reset.yml", "--limit", LEAVING, "-e", "reset_confirm=yes")
+    assert rc == 0, out[-6000:]
+    left = {what: sh(LEAVING, command) for what, command in LEFTOVERS.items()}
+    assert not any(left.values()), left
+    rc, again = playbook("playbooks/reset.yml", "--limit", LEAVING, "-e", "reset_confirm=yes")
+    recap = again.split("PLAY RECAP")[-1]
+    assert rc == 0 and set(re.findall(r"changed=(\d+)", recap)) == {"0"}, again[-4000:]
+    # A limited run to the node and its cluster's head converges it as a new node.
+    rc, out = playbook("site.yml", "--limit", f"{LEAVING},ray-head")
+    assert rc == 0, out[-6000:]
+    rejoined()
+    assert unit_started("ray-head", "vllm.service") == vllm_removed
