@@ -4,10 +4,10 @@
 """The plan of one cluster's switch to staged versions (logic in module_utils/upgrade_plan.py)."""
 
 
-def upgrade_plan(nodes, cluster):
+def upgrade_plan(nodes, cluster, outside=None):
     from ansible_collections.rayvllm.fleet.plugins.module_utils.upgrade_plan import cluster_plan
 
-    return cluster_plan(cluster, list(nodes))
+    return cluster_plan(cluster, list(nodes), list(outside or []))
 
 
 class FilterModule:

@@ -163,8 +163,10 @@ def wait_for_cluster(
         sleep(max(0.0, min(interval, timeout - elapsed)))
 
 
-# vLLM's ranks under its Ray executor are actors of this class (vllm.v1.executor.ray_utils.RayWorkerWrapper).
-VLLM_RANK_CLASS = "RayWorkerWrapper"
+# vLLM's ranks under its Ray executors are actors of these classes: RayWorkerWrapper (vllm/v1/executor/ray_utils.py,
+# the RayDistributedExecutor) and RayWorkerProc (ray_executor_v2.py, RayExecutorV2: what vLLM 0.31 and 0.32 start on
+# the sandbox's Ray).
+VLLM_RANK_CLASSES = ("RayWorkerWrapper", "RayWorkerProc")
 
 
 def actors_url(dashboard_url, node_id):
@@ -212,7 +214,7 @@ def node_work(nodes, ips, fetch_actors):
             "alive": True,
             "node_id": node["node_id"],
             "actors": actors,
-            "vllm_ranks": actors.get(VLLM_RANK_CLASS, 0),
+            "vllm_ranks": sum(actors.get(name, 0) for name in VLLM_RANK_CLASSES),
         }
     return result
 

@@ -40,7 +40,7 @@ def _part(node, part):
     return value if value.get("link") and value.get("target") else None
 
 
-def cluster_plan(cluster, nodes):
+def cluster_plan(cluster, nodes, outside=()):
     """Plan ``cluster``'s switch from ``nodes``: a list of mappings with ``host``, ``python`` (the Python
     X.Y.Z of the staged vLLM venv, empty if unknown) and, per part (``ray``, ``vllm``, ``model``), a
     mapping ``{"link", "current", "target"}`` (a missing part or an empty link: not run from a link).
@@ -49,6 +49,9 @@ def cluster_plan(cluster, nodes):
     the hosts each part changes on, the links to move and to move back (lists of ``{"host", "link",
     "target"}``), what the cluster runs now (for messages), problems that must stop the switch before
     anything changes, and one line per step for the operator (and for ``--check``).
+
+    ``outside``: the cluster's hosts outside this run (``--limit``), which staged nothing: a switch restarts every
+    node of the cluster, so it is refused naming them; without one they are left as they are.
     """
     problems = []
     lines = []
@@ -104,6 +107,17 @@ def cluster_plan(cluster, nodes):
     else:
         action = "none"
         lines.append("cluster %s: every node runs what was staged; nothing to switch" % cluster)
+
+    outside = [h for h in outside if h not in hosts]
+    if outside and action in ("ray", "vllm"):
+        problems.append(
+            "cluster %s: %s change on %s, which restarts every node of the cluster, but %s %s outside this run "
+            "(--limit): run again with the whole cluster in the limit, or without --limit."
+            % (cluster, "Ray" if action == "ray" else "vLLM or its weights", _hosts(changing), _hosts(outside),
+               "is" if len(outside) == 1 else "are")
+        )  # fmt: skip
+    elif outside:
+        lines.append("cluster %s: %s outside this run (--limit): not touched" % (cluster, _hosts(outside)))
 
     switch, rollback, back = [], [], {}
     if action in ("ray", "vllm"):

@@ -13,7 +13,8 @@ version_added: "0.3.0"
 description:
   - Reads the Ray dashboard's state API (C(GET /api/v0/nodes), then C(GET /api/v0/actors) of each node asked for)
     and reports, for each address of O(node_ips), whether Ray lists the node as ALIVE, its live actors by class and
-    how many of them are vLLM's ranks (C(RayWorkerWrapper), the actors of vLLM's Ray executor).
+    how many of them are vLLM's ranks (C(RayWorkerWrapper) or C(RayWorkerProc), the actors of vLLM's Ray
+    executors).
   - C(playbooks/remove_node.yml) asks it whether a leaving node holds ranks of its cluster's vLLM, which must then
     restart on the GPUs that stay.
   - Uses the Python standard library only; run it on a host that reaches the dashboard (the cluster's head).

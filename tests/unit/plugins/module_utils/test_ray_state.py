@@ -179,11 +179,17 @@ def test_a_node_ray_does_not_list_runs_nothing_and_its_actors_are_not_asked_for(
 
     def actors(node_id):
         asked.append(node_id)
-        return {"RayWorkerWrapper": 2}
+        # What vLLM 0.32's RayExecutorV2 started on the sandbox (RayWorkerWrapper: its older executor).
+        return {"RayWorkerProc": 2, "RayWorkerWrapper": 1, "ServeReplica:app:LLMServer": 1}
 
     work = ray_state.node_work(nodes, ["10.0.0.3", "10.0.0.9"], actors)
     assert work == {
-        "10.0.0.3": {"alive": True, "node_id": "n3", "actors": {"RayWorkerWrapper": 2}, "vllm_ranks": 2},
+        "10.0.0.3": {
+            "alive": True,
+            "node_id": "n3",
+            "actors": {"RayWorkerProc": 2, "RayWorkerWrapper": 1, "ServeReplica:app:LLMServer": 1},
+            "vllm_ranks": 3,
+        },
         "10.0.0.9": {"alive": False, "node_id": "", "actors": {}, "vllm_ranks": 0},
     }
     assert asked == ["n3"]

@@ -97,3 +97,17 @@ def test_mixed_python_or_targets_within_a_cluster_are_problems():
     assert "3.11.2 on head, w2; 3.11.4 on w1" in plan["problems"][0]
     plan = cluster_plan("gpu-a", nodes(w1={"ray": {"target": "/opt/ray/2.61.0"}}))
     assert "staged different Ray (/opt/ray/2.60.0, /opt/ray/2.61.0)" in plan["problems"][0]
+
+
+def test_hosts_outside_a_limited_run_refuse_a_switch_and_stay_as_they_are_without_one():
+    """site.yml --limit <new node>,<its head>: the nodes left out staged nothing in the run."""
+    in_run = [n for n in nodes() if n["host"] != "w2"]
+    plan = cluster_plan("gpu-a", in_run, ["w2"])
+    assert plan["problems"] == [
+        "cluster gpu-a: Ray change on head, w1, which restarts every node of the cluster, but w2 is outside this run "
+        "(--limit): run again with the whole cluster in the limit, or without --limit."
+    ]
+    done = every(ray={"current": RAY["target"]}, vllm={"current": VLLM["target"]})
+    plan = cluster_plan("gpu-a", [n for n in nodes(**done) if n["host"] != "w2"], ["w2"])
+    assert plan["action"] == "none" and plan["problems"] == []
+    assert "cluster gpu-a: w2 outside this run (--limit): not touched" in plan["lines"]
