@@ -20,7 +20,9 @@ ADDRESS = NODE_IPS[LEAVING]
 
 
 def sh(host, command):
-    proc = subprocess.run(["docker", "exec", host, "bash", "-c", command], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        ["docker", "exec", host, "bash", "-c", command], capture_output=True, text=True, timeout=120, check=False
+    )
     return proc.stdout.strip()
 
 

@@ -105,7 +105,7 @@ def build_without(build, leaving, heads, workers, hosts, defaults, monitoring=()
     fleet, cluster, settings and address included}) and ``removal`` ({cluster: {head, leaving, staying}}); the
     problems of the removal come first, then those of the fleet that stays."""
     names, problems = leaving_names(leaving)
-    full, _ = build(heads, workers, hosts, defaults, monitoring, routers)
+    full = build(heads, workers, hosts, defaults, monitoring, routers)[0]
     if problems:
         names = []  # nothing leaves the model of a refused removal
     else:

@@ -37,7 +37,7 @@ def test_the_model_without_a_leaving_worker_keeps_what_it_was_for_its_own_cleanu
 
 
 def test_the_same_model_as_an_inventory_without_the_node():
-    model, _ = fleet(["w2"])
+    model = fleet(["w2"])[0]
     hosts = {
         "h": host("10.0.0.1", **TP4),
         "w1": host("10.0.0.2", **TP4),
