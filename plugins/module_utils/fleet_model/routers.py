@@ -117,6 +117,7 @@ def _build(fleet, served):
         if model not in ports:
             continue
         problems.extend(_key_problems(fleet, model, names))
+        problems.extend(_agreement_problems(fleet, model, names))
         port, metrics = checked[(model, "router port")], checked[(model, "metrics port")]
         result["models"][model] = {
             "model": model,
@@ -131,6 +132,30 @@ def _build(fleet, served):
                 for h in routers
             },
         }
+
+
+# Settings every cluster behind one router must share: the router sends any request to any of them, so a prompt
+# that fits one cluster's context and not another's would fail at random.
+BEHIND_ONE_ROUTER = ("vllm_max_model_len",)
+
+
+def _agreement_problems(fleet, model, names):
+    """The clusters behind one router agree on BEHIND_ONE_ROUTER (each head's value; unset is vLLM's own, the
+    model's full context)."""
+    problems = []
+    for key in BEHIND_ONE_ROUTER:
+        values = {c: fleet.settings.get(fleet.clusters[c].get("head"), {}).get(key) for c in names}
+        if len(set(map(repr, values.values()))) < 2:
+            continue
+        by_value = {}
+        for cluster, value in sorted(values.items()):
+            by_value.setdefault("unset (the model's full context)" if value is None else str(value), []).append(cluster)
+        problems.append(
+            "the clusters behind the %s router serve with different %s (%s): the router sends a request to any of "
+            "them, so a prompt that fits one and not another would fail at random. Set %s once for all of them."
+            % (model, key, "; ".join("%s on %s" % (v, join(c)) for v, c in sorted(by_value.items())), key)
+        )
+    return problems
 
 
 def _key_problems(fleet, model, names):

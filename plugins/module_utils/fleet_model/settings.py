@@ -73,6 +73,7 @@ INPUTS = (
     "vllm_served_model_name",
     "vllm_model_path",
     "vllm_pipeline_parallel_size",
+    "vllm_max_model_len",
     "model_path",
 ) + PINNED_VERSIONS
 # Secrets the model compares between hosts but never holds: the filter hands it a digest of each.

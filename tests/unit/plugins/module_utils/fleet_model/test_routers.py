@@ -120,3 +120,21 @@ def test_clusters_behind_one_router_must_share_the_api_key_and_the_message_never
     (one_set,) = [p for p in keyed(b="d2") if "different vLLM API keys" in p]
     assert "the default key (credentials/router/llama/vllm_api_key beside the inventory) on a" in one_set
     assert "key 1 set in the inventory on b" in one_set
+
+
+def test_clusters_behind_one_router_share_their_context_length():
+    hosts = {
+        "a1": host("10.0.0.1", "a", vllm_served_model_name="llama", vllm_max_model_len=4096),
+        "b1": host("10.0.1.1", "b", vllm_served_model_name="llama"),
+        "r": {"vars": {}, "facts": {}, "ansible_host": "10.0.9.1"},
+    }
+    _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])
+    assert problems == [
+        "the clusters behind the llama router serve with different vllm_max_model_len (4096 on a; unset (the model's "
+        "full context) on b): the router sends a request to any of them, so a prompt that fits one and not another "
+        "would fail at random. Set vllm_max_model_len once for all of them."
+    ]
+    hosts["b1"]["vars"]["vllm_max_model_len"] = 4096
+    assert fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])[1] == []
+    # Without a router, clusters serving one model may differ.
+    assert fm.build(["a1"], [], {"a1": hosts["a1"]}, DEFAULTS)[1] == []
