@@ -106,10 +106,10 @@ def build_without(build, leaving, heads, workers, hosts, defaults, monitoring=()
     problems of the removal come first, then those of the fleet that stays."""
     names, problems = leaving_names(leaving)
     full = build(heads, workers, hosts, defaults, monitoring, routers)[0]
-    if problems:
-        names = []  # nothing leaves the model of a refused removal
-    else:
+    if not problems:
         problems = removal_problems(names, full, (heads, workers, monitoring, routers), hosts, defaults)
+    if problems:
+        names = []  # nothing leaves the model of a refused removal (no second message about what it would lack)
 
     def keep(group):
         return [h for h in group or [] if h not in names]
