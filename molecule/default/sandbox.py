@@ -204,6 +204,16 @@ def ray_client(env="HOME=/nonexistent", host="ray-worker-1", address=None):
     return testinfra.get_host("docker://" + host).run(f'cd /tmp && timeout 120 env {env} {python} -c "{script}"')
 
 
+def sh(host, command, check=True):
+    """stdout of a shell command on a sandbox host (docker exec); check: fail the test when it fails."""
+    proc = subprocess.run(
+        ["docker", "exec", host, "bash", "-c", command], capture_output=True, text=True, timeout=120, check=False
+    )
+    if check and proc.returncode:
+        raise AssertionError(f"{host}: {command}: {proc.stderr or proc.stdout}")
+    return proc.stdout.strip()
+
+
 def unit_started(host, unit):
     """When systemd last started a unit on a sandbox host (monotonic microseconds; changes on every restart)."""
     return testinfra.get_host("docker://" + host).check_output(

@@ -31,21 +31,13 @@ from sandbox import (
     complete,
     rotation,
     playbook,
+    sh,
     unit_started,
     wait_for,
 )
 from webhook import Receiver
 
 RECOVERY_BOUND = 600  # seconds a fault may take to heal before the test fails (the target is 180 s)
-
-
-def sh(host, command, check=True):
-    proc = subprocess.run(
-        ["docker", "exec", host, "bash", "-c", command], capture_output=True, text=True, timeout=120, check=False
-    )
-    if check and proc.returncode:
-        raise AssertionError(f"{host}: {command}: {proc.stderr or proc.stdout}")
-    return proc.stdout.strip()
 
 
 def n_restarts(host, unit):
