@@ -124,13 +124,15 @@ destroy_sandbox() {
   remove_sandbox_hosts
   molecule destroy -s default >/dev/null
 }
-# The small scenarios (firewall_ufw and firewall_firewalld: 2 hosts each, each on a network of its own; minutes
-# of Ansible, little of it waiting on the sandbox) run one after the other beside the sandbox's stages that leave
-# CPU idle while they wait on Prometheus, Ray or vLLM: verify, the test_1_* stages and the fault stage. Not beside
-# the upgrade stage: in the rehearsal of ace1ead, firewall_firewalld and the rollout each ran over 23 minutes
-# instead of about 8 and 15 there (both are CPU-bound). gpu_preflight (3 hosts, a stand-in 8x H100 fleet) runs
-# with RAYVLLM_SLOW_TESTS=1 only: tests/integration/test_preflight_gpu.py runs its checks through preflight on
-# every run. Logs: .cache/<scenario>.log.
+# The small scenarios run with RAYVLLM_SLOW_TESTS=1 only, one after the other beside the sandbox's stages that
+# leave CPU idle while they wait on Prometheus, Ray or vLLM: verify, the test_1_* stages and the fault stage.
+# firewall_ufw and firewall_firewalld (2 hosts each, each on a network of its own: the firewall role through ufw
+# and firewalld; nftables, the default, is tested on the sandbox fleet) are about 14 minutes of mostly CPU-bound
+# Ansible, which on 2 cores lengthened verify and the stages beside them; CI of e7de38a took 86 of its 90
+# minutes with them. gpu_preflight (3 hosts, a stand-in 8x H100 fleet): tests/integration/test_preflight_gpu.py
+# runs its checks through preflight on every run. Not beside the upgrade stage: in the rehearsal of ace1ead,
+# firewall_firewalld and the rollout each ran over 23 minutes instead of about 8 and 15 there (both are
+# CPU-bound). Logs: .cache/<scenario>.log.
 side="" side_now=""
 run_side_scenarios() {
   local scenario
@@ -176,11 +178,11 @@ grep -A5 '^PLAY RECAP' .cache/converge-vvv.log
 grep -A23 '^TASKS RECAP' .cache/converge-vvv.log || true
 if [ "${RAYVLLM_SLOW_TESTS:-0}" = 1 ]; then
   start_side_scenarios gpu_preflight firewall_ufw firewall_firewalld
+  phase "sandbox fleet: verify (scenarios $side_now beside it, logs in .cache/<scenario>.log)"
 else
-  echo "gpu_preflight scenario: skipped (set RAYVLLM_SLOW_TESTS=1; its checks run in tests/integration/test_preflight_gpu.py)"
-  start_side_scenarios firewall_ufw firewall_firewalld
+  echo "scenarios gpu_preflight, firewall_ufw and firewall_firewalld: skipped (set RAYVLLM_SLOW_TESTS=1)"
+  phase "sandbox fleet: verify"
 fi
-phase "sandbox fleet: verify (scenarios $side_now beside it, logs in .cache/<scenario>.log)"
 molecule verify -s default
 for stage in molecule/default/stages/test_*.py; do
   # The test_1_* stages (monitoring changes, status) and the fault stage may run beside the small scenarios (a
