@@ -66,7 +66,7 @@ def removed(out):
     assert ADDRESS not in firewall_members("ray-head")
     assert ADDRESS not in firewall_members("ray-worker-1")
     assert complete() >= 1
-    assert f"{LEAVING} left the fleet: take them out of the inventory now" in out
+    assert f"{LEAVING} left the fleet: take it out of the inventory now" in out
 
 
 def test_a_node_leaves_with_remove_node_and_joins_again_with_site_yml():
