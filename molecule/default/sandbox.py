@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -117,11 +118,24 @@ CLUSTER_URLS = {"default": VLLM_URL, "b": "http://10.77.0.13:8000"}
 CLUSTER_HEADS = {"default": "ray-head", "b": "ray-b-head"}  # where each cluster's vLLM server runs
 
 
-def sandbox_inventory(name, drop_hosts=(), drop_groups=()):
+def sandbox_inventory(name, drop_hosts=(), drop_groups=(), host_vars=None):
     """A copy of the sandbox inventory under .cache/<name> less some hosts and groups; its group_vars, host_vars
-    and credentials are the sandbox's (links: the same settings, tokens and keys)."""
+    and credentials are the sandbox's (links: the same settings, tokens and keys). host_vars: {host: {var: value}}
+    set on top of the sandbox's host_vars (then host_vars is a directory of the copy's own)."""
     path = ROOT / ".cache" / name
     path.mkdir(parents=True, exist_ok=True)
+    if host_vars:
+        own = path / "host_vars"
+        if own.is_symlink():
+            own.unlink()
+        shutil.rmtree(own, ignore_errors=True)
+        own.mkdir()
+        for source in (ROOT / "inventories/sandbox/host_vars").glob("*.yml"):
+            (own / source.stem).mkdir()
+            (own / source.stem / "00-sandbox.yml").write_text(source.read_text())
+        for host, settings in host_vars.items():
+            (own / host).mkdir(exist_ok=True)
+            (own / host / "10-override.yml").write_text(yaml.safe_dump(settings, sort_keys=False))
     hosts = yaml.safe_load((ROOT / "inventories/sandbox/hosts.yml").read_text())
     children = hosts["all"]["children"]
     for group in drop_groups:
