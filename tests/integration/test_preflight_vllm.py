@@ -127,6 +127,17 @@ def test_ray_serve_cluster_with_another_vllm_than_ray_pins(run_preflight):
     assert "ray_serve_allow_vllm_version_mismatch" in out
 
 
+def test_ray_serve_http_port_other_than_the_api_port_is_refused(run_preflight):
+    rc, out = run_preflight(
+        local_hosts(),
+        {"vllm_serving_mode": "ray_serve", "ray_serve_models": [RAY_SERVE_MODEL], "ray_num_gpus": 1,
+         "vllm_version": "0.29.0", "vllm_port": 8001},
+    )  # fmt: skip
+    assert rc != 0
+    assert "ray_serve_http_port is 8000 but vllm_port is 8001" in out
+    assert "set both to the same port" in out
+
+
 def test_a_model_path_the_role_would_move_or_remove_is_refused(run_preflight):
     """A system directory written with '..', which also holds the venvs, and a hub URL for the repository id: every
     reason named in one run."""
