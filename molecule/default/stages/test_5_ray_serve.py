@@ -185,7 +185,7 @@ def test_load_raises_tiny_llama_to_two_replicas_and_it_returns_to_one():
             except OSError as exc:
                 errors.append(repr(exc)[:200])
 
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(6)]
+    threads = [threading.Thread(target=client, daemon=True) for _client in range(6)]
     started = time.monotonic()
     for thread in threads:
         thread.start()
