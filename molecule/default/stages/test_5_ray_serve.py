@@ -164,8 +164,6 @@ def test_both_models_answer_on_cluster_b_with_the_key_and_401_without():
     # The key is in no Serve config the dashboard shows.
     details = json.dumps(bearer_request(B_DASHBOARD + "/api/serve/applications/", b_token()))
     assert vllm_api_key() not in details
-    # Through the router (cluster b beside cluster default).
-    assert complete_b("tiny-llama") >= 1
 
 
 def test_a_second_run_changes_nothing():
