@@ -91,26 +91,8 @@ bash scripts/promtool.sh check rules .cache/dashboard-rules.yml
 pytest -q tests/unit
 if ! wait "$ansible_lint"; then cat .cache/ansible-lint.log; exit 1; fi
 echo "ansible-lint: passed"
-# The preflight integration tests (ansible-playbook runs against hosts of this machine, no Docker: ~880 CPU
-# seconds) and ansible-test sanity (~80, more when it builds its venvs) run from here to the end of the run at the
-# CPU's idle priority (SCHED_IDLE): they take only the cores the sandbox leaves idle, above all in the fault and
-# upgrade stages, which wait on Ray, vLLM and the router (~30% idle in the rehearsal of f54fe13). Beside the
-# converge at normal priority they had slowed it, a phase with no idle CPU (1215 s at 99% busy there). A run of
-# theirs may wait minutes for a core, hence the longer timeout. Their results are read at the end.
-in_background() {
-  local log=$1
-  shift
-  {
-    rc=0
-    RAYVLLM_INTEGRATION_TIMEOUT=3600 chrt --idle 0 "$@" || rc=$?
-    echo "(ended at $(($(date +%s) - start)) s)"
-    exit "$rc"
-  } >"$log" 2>&1 &
-}
-in_background .cache/integration.log pytest -q tests/integration
-integration=$!
-in_background .cache/sanity.log bash scripts/sanity.sh
-sanity=$!
+# The preflight integration tests and ansible-test sanity run in the background from the end of the converge (below).
+integration="" sanity=""
 
 phase "sandbox prerequisites"
 if ! wait "$prereqs"; then cat .cache/sandbox-prereqs.log; exit 1; fi
@@ -162,7 +144,7 @@ wait_side_scenarios() {
   done
 }
 cleanup() {
-  kill "$integration" "$sanity" 2>/dev/null || true
+  [ -z "$integration$sanity" ] || kill $integration $sanity 2>/dev/null || true
   if [ -n "$side" ]; then
     kill "$side" 2>/dev/null || true
     for scenario in $side_now; do molecule destroy -s "$scenario" >/dev/null 2>&1 || true; done
@@ -181,6 +163,28 @@ if ! ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks molecule converge -s 
 fi
 grep -A5 '^PLAY RECAP' .cache/converge-vvv.log
 grep -A23 '^TASKS RECAP' .cache/converge-vvv.log || true
+# The preflight integration tests (ansible-playbook runs against hosts of this machine, no Docker: ~880 CPU
+# seconds) and ansible-test sanity (~80, more when it builds its venvs) run from the end of the converge to the end
+# of the run at the CPU's idle priority (SCHED_IDLE): they take the cores the sandbox leaves idle, above all in the
+# fault, remove-node and upgrade stages, which wait on Ray, vLLM and the router (20-35% idle in the rehearsal of
+# 077eaca). Beside the converge at normal priority they had slowed it (1215 s at 99% busy, rehearsal of f54fe13);
+# at idle priority there it still took 1166 s (rehearsal of 077eaca), against 797 s without them on this
+# machine, and staging the vLLM venvs on 4 hosts is disk-bound too. A run of theirs may wait minutes for a core,
+# hence the longer timeout. Their results are read at the end.
+in_background() {
+  local log=$1
+  shift
+  {
+    rc=0
+    RAYVLLM_INTEGRATION_TIMEOUT=3600 chrt --idle 0 "$@" || rc=$?
+    echo "(ended at $(($(date +%s) - start)) s)"
+    exit "$rc"
+  } >"$log" 2>&1 &
+}
+in_background .cache/integration.log pytest -q tests/integration
+integration=$!
+in_background .cache/sanity.log bash scripts/sanity.sh
+sanity=$!
 if [ "${RAYVLLM_SLOW_TESTS:-0}" = 1 ]; then
   start_side_scenarios gpu_preflight firewall_ufw firewall_firewalld
   phase "sandbox fleet: verify (scenarios $side_now beside it, logs in .cache/<scenario>.log)"
