@@ -293,6 +293,26 @@ def system_dir(path, protected=()):
     return None
 
 
+def flag_values(args, flags):
+    """{flag: value} of the ``flags`` (long options, e.g. "--tool-call-parser") found in ``args`` (a passthrough list
+    such as vllm_extra_args): the value as --flag=value or as the next argument, True for a flag given alone; _ for -
+    matches too. Anything that is not a list of strings gives {} (its own check names it)."""
+    found = {}
+    items = list(args) if isinstance(args, (list, tuple)) else []
+    for index, arg in enumerate(items):
+        if not isinstance(arg, str) or not arg.startswith("--"):
+            continue
+        flag, sep, value = arg.partition("=")
+        normal = "--" + flag.lstrip("-").replace("_", "-")
+        if normal not in flags:
+            continue
+        if not sep:
+            following = items[index + 1] if index + 1 < len(items) else None
+            value = following if isinstance(following, str) and not following.startswith("-") else True
+        found[normal] = value
+    return found
+
+
 def owned_flags(args, owned):
     """[(flag as written, what sets it instead)] of the flags among ``args`` (a passthrough list such as
     vllm_extra_args) that a role sets itself: ``owned`` is {flag: what sets it instead}. A flag matches as given, as

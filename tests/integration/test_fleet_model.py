@@ -139,3 +139,18 @@ def test_clusters_behind_one_router_with_different_api_keys_are_refused_without_
     assert "key 1 set in the inventory on" in out and "key 2 set in the inventory on" in out
     assert "alpha-key" not in out and "beta-key" not in out
     assert "TASK [rayvllm.fleet.preflight" not in out
+
+
+def test_clusters_behind_one_router_with_different_tool_call_parsers_are_refused(run_preflight):
+    served = {"vllm_served_model_name": "llama"}
+    hostvars = {h: served for h in ("node-a", "node-b", "node-c", "node-d")}
+    hostvars["node-a"] = {**served, "vllm_extra_args": ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]}
+    hostvars["node-c"] = {**served, "vllm_extra_args": ["--enable-auto-tool-choice", "--tool-call-parser=llama3_json"]}
+    rc, out = run_preflight(with_router(two_clusters(**hostvars)))
+    assert rc != 0
+    assert (
+        "the clusters behind the llama router start vLLM with different --tool-call-parser in vllm_extra_args "
+        "('hermes' on alpha; 'llama3_json' on beta)" in " ".join(out.split())
+    ), out[-3000:]
+    assert "--enable-auto-tool-choice in vllm_extra_args" not in out
+    assert "TASK [rayvllm.fleet.preflight" not in out

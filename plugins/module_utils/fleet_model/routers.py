@@ -137,11 +137,30 @@ def _build(fleet, served):
 # Settings every cluster behind one router must share: the router sends any request to any of them, so a prompt
 # that fits one cluster's context and not another's would fail at random.
 BEHIND_ONE_ROUTER = ("vllm_max_model_len",)
+# vLLM flags (in vllm_extra_args) that shape what a client of the OpenAI API sees: the chat template and how it is
+# read, tool calls, reasoning output, the tokenizer, log probabilities, the default sampling settings. Behind one
+# router a request may go to any cluster, so a tool call or a chat answer would work, or look, different at random.
+API_FLAGS = (
+    "--chat-template",
+    "--chat-template-content-format",
+    "--enable-auto-tool-choice",
+    "--tool-call-parser",
+    "--tool-parser-plugin",
+    "--reasoning-parser",
+    "--tokenizer",
+    "--tokenizer-mode",
+    "--max-logprobs",
+    "--generation-config",
+    "--override-generation-config",
+    "--response-role",
+    "--return-tokens-as-token-ids",
+)
 
 
 def _agreement_problems(fleet, model, names):
     """The clusters behind one router agree on BEHIND_ONE_ROUTER (each head's value; unset is vLLM's own, the
-    model's full context)."""
+    model's full context) and on the API_FLAGS their heads pass to vLLM (vllm_serve clusters: a Ray Serve cluster
+    takes its engine settings from its applications)."""
     problems = []
     for key in BEHIND_ONE_ROUTER:
         values = {c: fleet.settings.get(fleet.clusters[c].get("head"), {}).get(key) for c in names}
@@ -154,6 +173,25 @@ def _agreement_problems(fleet, model, names):
             "the clusters behind the %s router serve with different %s (%s): the router sends a request to any of "
             "them, so a prompt that fits one and not another would fail at random. Set %s once for all of them."
             % (model, key, "; ".join("%s on %s" % (v, join(c)) for v, c in sorted(by_value.items())), key)
+        )
+    flags = {}
+    for cluster in names:
+        head = fleet.settings.get(fleet.clusters[cluster].get("head"), {})
+        if head.get("vllm_serving_mode", "vllm_serve") == "vllm_serve":
+            flags[cluster] = checks.flag_values(head.get("vllm_extra_args"), API_FLAGS)
+    for flag in API_FLAGS:
+        values = {cluster: found.get(flag) for cluster, found in flags.items()}
+        if len(set(map(repr, values.values()))) < 2:
+            continue
+        by_value = {}
+        for cluster, value in sorted(values.items()):
+            label = "not set" if value is None else "given alone" if value is True else repr(value)
+            by_value.setdefault(label, []).append(cluster)
+        problems.append(
+            "the clusters behind the %s router start vLLM with different %s in vllm_extra_args (%s): the router sends "
+            "a request to any of them, so what a client gets back would differ at random. Give every cluster behind "
+            "it the same %s (vllm_extra_args of their heads, e.g. in one group), or none of them."
+            % (model, flag, "; ".join("%s on %s" % (v, join(c)) for v, c in sorted(by_value.items())), flag)
         )
     return problems
 

@@ -74,6 +74,7 @@ INPUTS = (
     "vllm_model_path",
     "vllm_pipeline_parallel_size",
     "vllm_max_model_len",
+    "vllm_extra_args",
     "model_path",
 ) + PINNED_VERSIONS
 # Secrets the model compares between hosts but never holds: the filter hands it a digest of each.

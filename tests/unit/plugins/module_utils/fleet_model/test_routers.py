@@ -138,3 +138,32 @@ def test_clusters_behind_one_router_share_their_context_length():
     assert fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])[1] == []
     # Without a router, clusters serving one model may differ.
     assert fm.build(["a1"], [], {"a1": hosts["a1"]}, DEFAULTS)[1] == []
+
+
+def test_clusters_behind_one_router_start_vllm_with_the_same_api_shaping_flags():
+    tools = ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--enforce-eager"]
+    hosts = {
+        "a1": host("10.0.0.1", "a", vllm_served_model_name="llama", vllm_extra_args=tools),
+        "b1": host("10.0.1.1", "b", vllm_served_model_name="llama", vllm_extra_args=["--tool_call_parser=llama3_json"]),
+        "r": {"vars": {}, "facts": {}, "ansible_host": "10.0.9.1"},
+    }
+    _model, problems = fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])
+    assert problems == [
+        "the clusters behind the llama router start vLLM with different --enable-auto-tool-choice in vllm_extra_args "
+        "(given alone on a; not set on b): the router sends a request to any of them, so what a client gets back "
+        "would differ at random. Give every cluster behind it the same --enable-auto-tool-choice (vllm_extra_args of "
+        "their heads, e.g. in one group), or none of them.",
+        "the clusters behind the llama router start vLLM with different --tool-call-parser in vllm_extra_args "
+        "('hermes' on a; 'llama3_json' on b): the router sends a request to any of them, so what a client gets back "
+        "would differ at random. Give every cluster behind it the same --tool-call-parser (vllm_extra_args of their "
+        "heads, e.g. in one group), or none of them.",
+    ]
+    # Flags that do not change what a client sees may differ (--enforce-eager on a alone); the same flags written
+    # differently agree.
+    hosts["b1"]["vars"]["vllm_extra_args"] = ["--tool_call_parser=hermes", "--enable-auto-tool-choice"]
+    assert fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])[1] == []
+    # A Ray Serve cluster takes its engine settings from its applications, not vllm_extra_args.
+    hosts["b1"]["vars"].update(vllm_serving_mode="ray_serve", vllm_extra_args=[])
+    assert not [p for p in fm.build(["a1", "b1"], [], hosts, DEFAULTS, [], ["r"])[1] if "vllm_extra_args" in p]
+    # Without a router, clusters serving one model may differ.
+    assert fm.build(["a1"], [], {"a1": hosts["a1"]}, DEFAULTS)[1] == []
