@@ -167,10 +167,10 @@ grep -A23 '^TASKS RECAP' .cache/converge-vvv.log || true
 # seconds) and ansible-test sanity (~80, more when it builds its venvs) run from the end of the converge to the end
 # of the run at the CPU's idle priority (SCHED_IDLE): they take the cores the sandbox leaves idle, above all in the
 # fault, remove-node and upgrade stages, which wait on Ray, vLLM and the router (20-35% idle in the rehearsal of
-# 077eaca). Beside the converge at normal priority they had slowed it (1215 s at 99% busy, rehearsal of f54fe13);
-# at idle priority there it still took 1166 s (rehearsal of 077eaca), against 797 s without them on this
-# machine, and staging the vLLM venvs on 4 hosts is disk-bound too. A run of theirs may wait minutes for a core,
-# hence the longer timeout. Their results are read at the end.
+# 077eaca). Beside the converge, even at idle priority, the converge took 1166 s (rehearsal of 077eaca); started
+# after it, 746 s, but the stages then took about as much longer (rehearsal of 3c7746e: the converge started 92 s
+# earlier and the run ended 111 s earlier): where they run changes little, their ~900 CPU seconds are what costs. A run of theirs may wait minutes
+# for a core, hence the longer timeout. Their results are read at the end.
 in_background() {
   local log=$1
   shift
