@@ -24,8 +24,10 @@ uv="uv==$(version python_venv_uv_version roles/python_venv/defaults/main.yml)"
 # (so it holds what the last run needed). Without it, the prerequisites took ~210 s of every run (resolving and
 # copying ~1.5 GB of wheels from pip's cache).
 cache=${RAYVLLM_WHEELHOUSE_CACHE-/var/cache/rayvllm/wheelhouse}
+# A copy of directory $1 as $2 (absent): hard links, or a real copy across filesystems.
+link_copy() { cp -al "$1" "$2" 2>/dev/null || { rm -rf "$2"; cp -a "$1" "$2"; }; }
 if [ -n "$cache" ] && [ -d "$cache" ] && [ ! -e .cache/wheelhouse ]; then
-  cp -al "$cache" .cache/wheelhouse 2>/dev/null || { rm -rf .cache/wheelhouse; cp -a "$cache" .cache/wheelhouse; }
+  link_copy "$cache" .cache/wheelhouse
 fi
 # The three wheelhouses download side by side (on a fresh machine the downloads, not the CPUs, are the wait).
 # Drop this machine's pip-config noise from stderr without hiding the exit status.
@@ -45,7 +47,7 @@ python3 tests/fixtures/vllm-cpu/tiny_llama.py .cache/models/tiny-llama
 if [ -n "$cache" ]; then
   mkdir -p "$(dirname "$cache")"
   rm -rf "$cache.new"
-  cp -al .cache/wheelhouse "$cache.new" 2>/dev/null || { rm -rf "$cache.new"; cp -a .cache/wheelhouse "$cache.new"; }
+  link_copy .cache/wheelhouse "$cache.new"
   rm -rf "$cache"
   mv "$cache.new" "$cache"
 fi

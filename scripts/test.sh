@@ -169,8 +169,8 @@ grep -A23 '^TASKS RECAP' .cache/converge-vvv.log || true
 # fault, remove-node and upgrade stages, which wait on Ray, vLLM and the router (20-35% idle in the rehearsal of
 # 077eaca). Beside the converge, even at idle priority, the converge took 1166 s (rehearsal of 077eaca); started
 # after it, 746 s, but the stages then took about as much longer (rehearsal of 3c7746e: the converge started 92 s
-# earlier and the run ended 111 s earlier): where they run changes little, their ~900 CPU seconds are what costs. A run of theirs may wait minutes
-# for a core, hence the longer timeout. Their results are read at the end.
+# earlier and the run ended 111 s earlier): where they run changes little, their ~900 CPU seconds are what costs.
+# A run of theirs may wait minutes for a core, hence the longer timeout. Their results are read at the end.
 in_background() {
   local log=$1
   shift

@@ -166,13 +166,10 @@ def _agreement_problems(fleet, model, names):
         values = {c: fleet.settings.get(fleet.clusters[c].get("head"), {}).get(key) for c in names}
         if len(set(map(repr, values.values()))) < 2:
             continue
-        by_value = {}
-        for cluster, value in sorted(values.items()):
-            by_value.setdefault("unset (the model's full context)" if value is None else str(value), []).append(cluster)
         problems.append(
             "the clusters behind the %s router serve with different %s (%s): the router sends a request to any of "
             "them, so a prompt that fits one and not another would fail at random. Set %s once for all of them."
-            % (model, key, "; ".join("%s on %s" % (v, join(c)) for v, c in sorted(by_value.items())), key)
+            % (model, key, _on_clusters(values, _setting_label), key)
         )
     flags = {}
     for cluster in names:
@@ -183,17 +180,29 @@ def _agreement_problems(fleet, model, names):
         values = {cluster: found.get(flag) for cluster, found in flags.items()}
         if len(set(map(repr, values.values()))) < 2:
             continue
-        by_value = {}
-        for cluster, value in sorted(values.items()):
-            label = "not set" if value is None else "given alone" if value is True else repr(value)
-            by_value.setdefault(label, []).append(cluster)
         problems.append(
             "the clusters behind the %s router start vLLM with different %s in vllm_extra_args (%s): the router sends "
             "a request to any of them, so what a client gets back would differ at random. Give every cluster behind "
             "it the same %s (vllm_extra_args of their heads, e.g. in one group), or none of them."
-            % (model, flag, "; ".join("%s on %s" % (v, join(c)) for v, c in sorted(by_value.items())), flag)
+            % (model, flag, _on_clusters(values, _flag_label), flag)
         )
     return problems
+
+
+def _setting_label(value):
+    return "unset (the model's full context)" if value is None else str(value)
+
+
+def _flag_label(value):
+    return "not set" if value is None else "given alone" if value is True else repr(value)
+
+
+def _on_clusters(values, label):
+    """ "<label> on <clusters>; ..." for {cluster: value}: the clusters grouped by their value's label, sorted."""
+    by_label = {}
+    for cluster, value in sorted(values.items()):
+        by_label.setdefault(label(value), []).append(cluster)
+    return "; ".join("%s on %s" % (text, join(clusters)) for text, clusters in sorted(by_label.items()))
 
 
 def _key_problems(fleet, model, names):
@@ -210,18 +219,17 @@ def _key_problems(fleet, model, names):
     numbers = {}
     for digest in sorted(k for k in keys.values() if k is not None):
         numbers.setdefault(digest, len(numbers) + 1)
-    by_key = {}
-    for cluster, digest in sorted(keys.items()):
-        label = (
-            "the default key (credentials/%s%s/vllm_api_key beside the inventory)"
-            % (ROUTED_KEY_PREFIX, router_instance(model))
-            if digest is None
-            else "key %d set in the inventory" % numbers[digest]
-        )
-        by_key.setdefault(label, []).append(cluster)
+    default = "the default key (credentials/%s%s/vllm_api_key beside the inventory)" % (
+        ROUTED_KEY_PREFIX,
+        router_instance(model),
+    )
+
+    def label(digest):
+        return default if digest is None else "key %d set in the inventory" % numbers[digest]
+
     return [
         "the clusters behind the %s router serve with different vLLM API keys (%s; the values are never shown): the "
         "router passes each client's key through unchanged, so every cluster behind it must accept the same one. "
         "Set vllm_api_key once for all of them (the same value, e.g. in a group of their hosts), or on none of them."
-        % (model, "; ".join("%s on %s" % (label, join(clusters)) for label, clusters in sorted(by_key.items())))
+        % (model, _on_clusters(keys, label))
     ]
