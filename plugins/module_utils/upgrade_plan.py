@@ -11,8 +11,9 @@ which path was staged for it. The plan says what the switch does, in the order R
 - ``none``: every node already runs what was staged.
 - ``vllm``: the vLLM venv and/or the weights change: vLLM is stopped, those links switch, it starts;
   Ray keeps running.
-- ``ray``: Ray changes (and with it the vLLM venv, which holds the same Ray): vLLM is stopped,
-  every link switches, the head restarts and then every worker, vLLM starts.
+- ``ray``: Ray changes (and with it the vLLM venv, which holds the same Ray), or Ray's environment file or unit
+  changes on a node (a start flag such as ``--num-gpus``): vLLM is stopped, every link switches, the changed Ray files
+  are written, the head restarts and then every worker, vLLM starts.
 
 ``switch`` lists the links to move (host, link, target); ``rollback`` the same links back to what
 they pointed at, the switch's way back when the readiness gate fails.
@@ -43,12 +44,13 @@ def _part(node, part):
 def cluster_plan(cluster, nodes, outside=()):
     """Plan ``cluster``'s switch from ``nodes``: a list of mappings with ``host``, ``python`` (the Python
     X.Y.Z of the staged vLLM venv, empty if unknown) and, per part (``ray``, ``vllm``, ``model``), a
-    mapping ``{"link", "current", "target"}`` (a missing part or an empty link: not run from a link).
+    mapping ``{"link", "current", "target"}`` (a missing part or an empty link: not run from a link), and
+    ``ray_files``: which of Ray's files would change on the node (empty: none), which restarts Ray too.
 
-    Returns ``{"cluster", "action", "changes", "switch", "rollback", "back", "problems", "lines"}``:
-    the hosts each part changes on, the links to move and to move back (lists of ``{"host", "link",
-    "target"}``), what the cluster runs now (for messages), problems that must stop the switch before
-    anything changes, and one line per step for the operator (and for ``--check``).
+    Returns ``{"cluster", "action", "reason", "changes", "switch", "rollback", "back", "problems", "lines"}``:
+    why it restarts (for messages), the hosts each part changes on, the links to move and to move back (lists
+    of ``{"host", "link", "target"}``), what the cluster runs now (for messages), problems that must stop the
+    switch before anything changes, and one line per step for the operator (and for ``--check``).
 
     ``outside``: the cluster's hosts outside this run (``--limit``), which staged nothing: a switch restarts every
     node of the cluster, so it is refused naming them; without one they are left as they are.
@@ -84,6 +86,8 @@ def cluster_plan(cluster, nodes, outside=()):
         for part in PARTS
     }
     changing = sorted({host for part in PARTS for host in changes[part]})
+    # A node added beside a start-flag change installs as before (Ray's own handler restarts the changed nodes).
+    ray_files = {n["host"]: n["ray_files"] for n in linked if n.get("ray_files") and not unlinked}
 
     if not linked:
         action = "install"
@@ -100,7 +104,7 @@ def cluster_plan(cluster, nodes, outside=()):
         lines.append(
             "cluster %s: new nodes %s: site.yml installs them; nothing to switch" % (cluster, _hosts(unlinked))
         )
-    elif changes["ray"]:
+    elif changes["ray"] or ray_files:
         action = "ray"
     elif changes["vllm"] or changes["model"]:
         action = "vllm"
@@ -109,6 +113,7 @@ def cluster_plan(cluster, nodes, outside=()):
         lines.append("cluster %s: every node runs what was staged; nothing to switch" % cluster)
 
     outside = [h for h in outside if h not in hosts]
+    changing = sorted(set(changing) | set(ray_files))
     if outside and action in ("ray", "vllm"):
         problems.append(
             "cluster %s: %s change on %s, which restarts every node of the cluster, but %s %s outside this run "
@@ -129,6 +134,15 @@ def cluster_plan(cluster, nodes, outside=()):
                     if value.get("current"):
                         rollback.append({"host": node["host"], "link": value["link"], "target": value["current"]})
         lines.append("cluster %s: stop vLLM on its head" % cluster)
+        if ray_files:
+            files = {}
+            for host, what in ray_files.items():
+                files.setdefault(what, []).append(host)
+            lines.append(
+                "cluster %s: Ray's %s change: written before Ray restarts%s"
+                % (cluster, "; ".join("%s on %s" % (what, _hosts(h)) for what, h in sorted(files.items())),
+                   "" if changes["ray"] else "; restart the head, then every worker; wait for every node and GPU")
+            )  # fmt: skip
         for part in PARTS:
             if changes[part]:
                 first = next(n for n in linked if n["host"] in changes[part])
@@ -139,18 +153,22 @@ def cluster_plan(cluster, nodes, outside=()):
                     % (cluster, LABELS[part], _name(current), _name(target), _hosts(changes[part]),
                        "; restart the head, then every worker; wait for every node and GPU" if part == "ray" else "")
                 )  # fmt: skip
+    backs = ["%s %s" % (LABELS[p], back[p]) for p in PARTS if p in back] + (["Ray's files"] if ray_files else [])
+    if action in ("ray", "vllm"):
         lines.append("cluster %s: start vLLM; gate: /health, the model listed, one completion" % cluster)
         lines.append(
-            "cluster %s: if the gate fails, back to %s, same order, and the run fails"
-            % (cluster, ", ".join("%s %s" % (LABELS[p], back[p]) for p in PARTS if p in back))
+            "cluster %s: if the gate fails, back to %s, same order, and the run fails" % (cluster, ", ".join(backs))
         )
+    reasons = ["new versions or weights"] if any(changes[p] for p in PARTS) else []
+    reasons += ["Ray's changed start flags or environment"] if ray_files else []
     return {
         "cluster": cluster,
         "action": action,
+        "reason": " and ".join(reasons),
         "changes": changes,
         "switch": switch,
         "rollback": rollback,
-        "back": ", ".join("%s %s" % (LABELS[p], back[p]) for p in PARTS if p in back),
+        "back": ", ".join(backs),
         "problems": problems,
         "lines": lines,
     }

@@ -146,3 +146,34 @@ def plan(config, gpus_per_node, tensor_parallel_size=0, pipeline_parallel_size=0
             % (tp, pp, world, total, "+".join(str(g) for g in nodes), hint)
         )
     return {"tensor_parallel_size": tp, "pipeline_parallel_size": pp, "world_size": world}
+
+
+def running_sizes(unit_text):
+    """The tensor and pipeline parallel sizes a vLLM unit's ``ExecStart`` passes (``--tensor-parallel-size N`` or
+    ``--tensor-parallel-size=N``, continuation lines included), as ``{"tensor_parallel_size",
+    "pipeline_parallel_size"}`` (1 for a flag the unit does not pass: vLLM's default), or None when the unit runs
+    no ``vllm serve``."""
+    command = []
+    in_exec = False
+    for line in unit_text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("ExecStart="):
+            in_exec, command = True, []
+            stripped = stripped[len("ExecStart=") :]
+        elif not in_exec:
+            continue
+        command.extend(stripped.rstrip("\\").split())
+        in_exec = stripped.endswith("\\")
+    if "serve" not in command:
+        return None
+    sizes = {"tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+    for index, word in enumerate(command):
+        flag, _sep, value = word.strip("'\"").partition("=")
+        key = flag.lstrip("-").replace("-", "_")
+        if key in sizes:
+            value = value or (command[index + 1] if index + 1 < len(command) else "")
+            try:
+                sizes[key] = int(value.strip("'\""))
+            except ValueError:
+                return None
+    return sizes

@@ -45,6 +45,11 @@ options:
     description: Allow a tensor parallel group to span nodes (only sensible with a fast interconnect between them).
     type: bool
     default: false
+  running_unit:
+    description:
+      - The systemd unit of the vLLM server that runs now; its sizes are returned in RV(running) and compared with the
+        plan in RV(plan_changed). Unset, or a file that does not exist (nothing served yet), compares nothing.
+    type: path
 attributes:
   check_mode:
     description: Only reads; returns the same plan in check mode.
@@ -80,13 +85,23 @@ world_size:
   returned: success
   type: int
   sample: 24
+running:
+  description: The sizes O(running_unit) passes to vLLM now; null without one.
+  returned: success
+  type: dict
+  sample: {"tensor_parallel_size": 8, "pipeline_parallel_size": 2}
+plan_changed:
+  description: Whether the plan differs from RV(running) (false without a running unit).
+  returned: success
+  type: bool
+  sample: false
 """
 
 import json
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import PlanError, plan
+from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import PlanError, plan, running_sizes
 
 
 def main():
@@ -97,6 +112,7 @@ def main():
             tensor_parallel_size=dict(type="int", default=0),
             pipeline_parallel_size=dict(type="int", default=0),
             allow_cross_node_tp=dict(type="bool", default=False),
+            running_unit=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -116,7 +132,17 @@ def main():
         )
     except PlanError as exc:
         module.fail_json(msg=str(exc), changed=False)
-    module.exit_json(changed=False, **result)
+    running = None
+    if p["running_unit"]:
+        try:
+            with open(p["running_unit"]) as handle:
+                running = running_sizes(handle.read())
+        except FileNotFoundError:
+            running = None
+        except OSError as exc:
+            module.fail_json(msg="cannot read the running unit %s: %s" % (p["running_unit"], exc))
+    changed_plan = running is not None and any(running[key] != result[key] for key in running)
+    module.exit_json(changed=False, running=running, plan_changed=changed_plan, **result)
 
 
 if __name__ == "__main__":

@@ -87,7 +87,11 @@ def test_a_node_leaves_with_remove_node_and_joins_again_with_site_yml():
         rc, out = playbook("site.yml")
         assert rc == 0, out[-6000:]
         rejoined()
-        # The plan did not change (tensor parallel 4 fits either way): vLLM was not restarted for the new node.
+        # The plan did not change (tensor parallel 4 fits either way), the run says so, and vLLM was not restarted for
+        # the new node.
+        assert "tensor parallel 4 x pipeline parallel 1 = 4 GPUs of 6 (2+2+2 per node); the plan is unchanged" in (
+            " ".join(out.split())  # YAML folds long lines
+        ), out[-6000:]
         assert unit_started("ray-head", "vllm.service") == vllm_removed
     client = poller.report()
     print("remove and add a node, router clients:", json.dumps(client))

@@ -31,6 +31,7 @@ from sandbox import (
     ray_api,
     ray_client,
     rotation,
+    sh,
     task_started,
     unit_started,
     vllm_version,
@@ -40,6 +41,10 @@ from sandbox import (
 UPGRADE_VARS = "molecule/default/vars/upgrade.yml"
 TO = yaml.safe_load((ROOT / UPGRADE_VARS).read_text())
 FROM = {key: SETTINGS[key] for key in TO}
+# A Ray start flag changes with the versions (issue 28): each node's Ray must restart once, on its new unit, behind
+# the router; a later failed gate puts the unit back with the links.
+FLAG = {"ray_resources": {"rayvllm_rollout": 1}}
+UPGRADE = json.dumps({**TO, **FLAG})
 RAY_UNITS = {"ray-head": "ray-head", "ray-worker-1": "ray-worker", "ray-worker-2": "ray-worker"}
 RAY_UNITS["ray-b-head"] = "ray-head"
 ALL_NODES = [*NODE_IPS, "ray-b-head"]
@@ -94,7 +99,8 @@ def test_upgrade_rolls_out_one_cluster_at_a_time_behind_the_router_with_no_faile
     assert set(links().values()) == {(FROM["ray_version"], VLLM_FROM)}
     assert sorted(rotation()) == sorted(CLUSTER_URLS.values())
     with RotationWatcher() as watcher, CompletionPoller(url=ROUTER_URL, timeout=CLIENT_TIMEOUT) as poller:
-        rc, out = playbook("playbooks/upgrade.yml", "-e", f"@{UPGRADE_VARS}", env=TIMED)
+        since = sh("ray-head", "date +%s").strip()
+        rc, out = playbook("playbooks/upgrade.yml", "-e", UPGRADE, env=TIMED)
     keep("upgrade", out)
     report = poller.report()
     print("Rollout of both clusters through the router, client view:", json.dumps(report))
@@ -102,6 +108,7 @@ def test_upgrade_rolls_out_one_cluster_at_a_time_behind_the_router_with_no_faile
     # Clients of the router saw no failed request while both clusters restarted on new versions.
     assert report["failed"] == 0 and report["requests"] >= 100, report
     assert f"Ray {FROM['ray_version']} -> {TO['ray_version']} on ray-head, ray-worker-1, ray-worker-2" in out
+    assert "change: written before Ray restarts" in out, out[-6000:]
     # Each cluster was out of rotation when its vLLM stopped, one cluster at a time, and is back in.
     spans = {}
     for cluster, head in CLUSTER_HEADS.items():
@@ -120,6 +127,13 @@ def test_upgrade_rolls_out_one_cluster_at_a_time_behind_the_router_with_no_faile
             name, "/opt/vllm"
         )
     assert len(alive_nodes()) == 3
+    # The new start flag: in every node's unit, in what Ray reports, and Ray started once on each node (not first on
+    # the old unit, then again when the unit changed).
+    for name, unit in RAY_UNITS.items():
+        assert "rayvllm_rollout" in node(name).file(f"/etc/systemd/system/{unit}.service").content_string, name
+        starts = sh(name, f"journalctl -u {unit} --since @{since} --no-pager -o cat | grep -c '^Started ' || true")
+        assert starts.strip() == "1", (name, starts)
+    assert all(n["resources_total"].get("rayvllm_rollout") == 1 for n in alive_nodes()), alive_nodes()
     assert vllm_version() == vllm_version("b") == TO["vllm_version"]
     assert complete() >= 1 and complete(url=CLUSTER_URLS["b"]) >= 1
     # Pruning keeps the current and the previous venv of each (ray_venvs_keep = vllm_venvs_keep = 0).
@@ -132,7 +146,7 @@ def test_upgrade_rolls_out_one_cluster_at_a_time_behind_the_router_with_no_faile
 
 def test_a_vllm_only_change_that_fails_is_rolled_back_and_kept_out_of_rotation_while_b_serves():
     ray_before, b_started = ray_started(), unit_started("ray-b-head", "vllm")
-    bad = {**TO, "vllm_extra_args": SETTINGS["vllm_extra_args"] + ["--no-such-flag"]}
+    bad = {**TO, **FLAG, "vllm_extra_args": SETTINGS["vllm_extra_args"] + ["--no-such-flag"]}
     with RotationWatcher() as watcher, CompletionPoller(url=ROUTER_URL, timeout=CLIENT_TIMEOUT) as poller:
         rc, out = playbook("playbooks/upgrade.yml", "-e", json.dumps(bad), env=TIMED)
     keep("vllm-rollback", out)
@@ -159,7 +173,7 @@ def test_a_vllm_only_change_that_fails_is_rolled_back_and_kept_out_of_rotation_w
 def test_a_second_upgrade_run_changes_nothing_restarts_nothing_and_puts_the_cluster_back():
     ray_before = ray_started()
     vllm_before = {head: unit_started(head, "vllm") for head in CLUSTER_HEADS.values()}
-    rc, out = playbook("playbooks/upgrade.yml", "-e", f"@{UPGRADE_VARS}")
+    rc, out = playbook("playbooks/upgrade.yml", "-e", UPGRADE)
     keep("rerun", out)
     assert rc == 0, out[-6000:]
     assert recap(out) and all(changed == 0 for changed, _failed in recap(out).values()), recap(out)
@@ -191,8 +205,9 @@ def test_the_upgraded_ray_still_refuses_requests_and_clients_without_the_token()
     os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="Ray-level rollback: set RAYVLLM_SLOW_TESTS=1 (about 4 min)"
 )
 def test_a_new_version_that_fails_its_gate_is_rolled_back_and_the_run_fails():
-    """Back to the previous pair (still staged: nothing to build) with an argument vLLM rejects: the switch
-    restarts Ray on the old version, vLLM fails to start, the rollback restores Ray and vLLM as they were."""
+    """Back to the previous pair (still staged: nothing to build) and without the start flag, with an argument vLLM
+    rejects: the switch restarts Ray on the old version and unit, vLLM fails to start, the rollback restores Ray (its
+    links and its unit) and vLLM as they were."""
     bad = {**FROM, "vllm_extra_args": SETTINGS["vllm_extra_args"] + ["--no-such-flag"]}
     with CompletionPoller() as poller:
         rc, out = playbook("playbooks/upgrade.yml", "-e", json.dumps(bad))
@@ -205,4 +220,6 @@ def test_a_new_version_that_fails_its_gate_is_rolled_back_and_the_run_fails():
     for name in ALL_NODES:
         assert mapped_venvs(name, "/opt/ray") <= {TO["ray_version"]}, name
     assert "--no-such-flag" not in node("ray-head").file("/etc/systemd/system/vllm.service").content_string
+    assert "rayvllm_rollout" in node("ray-worker-1").file("/etc/systemd/system/ray-worker.service").content_string
     assert len(alive_nodes()) == 3 and vllm_version() == TO["vllm_version"] and complete() >= 1
+    assert all(n["resources_total"].get("rayvllm_rollout") == 1 for n in alive_nodes()), alive_nodes()

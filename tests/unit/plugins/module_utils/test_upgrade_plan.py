@@ -111,3 +111,49 @@ def test_hosts_outside_a_limited_run_refuse_a_switch_and_stay_as_they_are_withou
     plan = cluster_plan("gpu-a", [n for n in nodes(**done) if n["host"] != "w2"], ["w2"])
     assert plan["action"] == "none" and plan["problems"] == []
     assert "cluster gpu-a: w2 outside this run (--limit): not touched" in plan["lines"]
+
+
+def test_a_start_flag_change_alone_restarts_ray_like_an_upgrade_and_switches_no_link():
+    """ray_num_gpus changed on one worker, versions unchanged: the switch writes Ray's files, restarts the head and
+    every worker behind the router, gates, and on a failed gate puts the files back."""
+    done = every(ray={"current": RAY["target"]}, vllm={"current": VLLM["target"]})
+    done["w1"] = dict(done["w1"], ray_files="ray-worker.service")
+    plan = cluster_plan("gpu-a", nodes(**done))
+    assert plan["action"] == "ray" and plan["problems"] == []
+    assert plan["switch"] == [] and plan["rollback"] == []
+    text = "\n".join(plan["lines"])
+    assert "Ray's ray-worker.service on w1 change: written before Ray restarts; restart the head, then" in text
+    assert "back to Ray's files, same order" in text and plan["back"] == "Ray's files"
+
+
+def test_a_start_flag_change_with_a_ray_upgrade_restarts_ray_once():
+    plan = cluster_plan("gpu-a", nodes(**every(ray_files="ray.env and ray-head.service")))
+    assert plan["action"] == "ray" and len(plan["switch"]) == 6
+    text = "\n".join(plan["lines"])
+    assert "Ray's ray.env and ray-head.service on head, w1, w2 change: written before Ray restarts\n" in text + "\n"
+    assert text.count("restart the head") == 1
+    assert plan["back"] == "Ray 2.59.0, vLLM 0.31.0-ray2.59.0, Ray's files"
+
+
+def test_a_start_flag_change_beside_a_new_node_is_left_to_the_phases():
+    done = every(ray={"current": RAY["target"]}, vllm={"current": VLLM["target"]}, ray_files="ray.env")
+    done["w2"] = {"ray": {"current": None}, "vllm": {"current": None}, "model": {"current": None}}
+    plan = cluster_plan("gpu-a", nodes(**done))
+    assert plan["action"] == "install" and plan["problems"] == []
+
+
+def test_a_start_flag_change_with_nodes_outside_the_limit_is_refused():
+    done = every(ray={"current": RAY["target"]}, vllm={"current": VLLM["target"]})
+    done["w1"] = dict(done["w1"], ray_files="ray.env")
+    plan = cluster_plan("gpu-a", [n for n in nodes(**done) if n["host"] != "w2"], ["w2"])
+    assert plan["action"] == "ray"
+    assert "Ray change on w1, which restarts every node of the cluster, but w2 is outside" in plan["problems"][0]
+
+
+def test_the_reason_names_what_restarts_the_cluster():
+    assert cluster_plan("gpu-a", nodes())["reason"] == "new versions or weights"
+    done = every(ray={"current": RAY["target"]}, vllm={"current": VLLM["target"]}, ray_files="ray.env")
+    assert cluster_plan("gpu-a", nodes(**done))["reason"] == "Ray's changed start flags or environment"
+    assert cluster_plan("gpu-a", nodes(**every(ray_files="ray.env")))["reason"] == (
+        "new versions or weights and Ray's changed start flags or environment"
+    )

@@ -5,7 +5,12 @@ import sys
 import pytest
 from conftest import ROOT
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import PlanError, model_shape, plan
+from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import (
+    PlanError,
+    model_shape,
+    plan,
+    running_sizes,
+)
 
 LLAMA_70B = {"num_attention_heads": 64, "num_key_value_heads": 8, "num_hidden_layers": 80}
 LLAMA_8B = {"num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32}
@@ -124,3 +129,45 @@ def test_module_fails_with_rule(tmp_path):
 def test_module_missing_config(tmp_path):
     out = run_module(tmp_path, gpus_per_node=[4], model_config_path=str(tmp_path / "nope.json"))
     assert out["failed"] is True and "cannot read the model config" in out["msg"]
+
+
+UNIT = """[Service]
+EnvironmentFile=/etc/vllm/vllm.env
+# One flag (with its value) per line, so --diff shows which one changed.
+ExecStart=/opt/vllm/current/bin/vllm serve /srv/models/tiny-llama \\
+    --distributed-executor-backend ray \\
+    --tensor-parallel-size 4 \\
+    --pipeline-parallel-size 2 \\
+    --served-model-name tiny-llama
+Restart=on-failure
+"""
+
+
+def test_the_running_units_sizes_are_read_from_its_exec_start():
+    assert running_sizes(UNIT) == {"tensor_parallel_size": 4, "pipeline_parallel_size": 2}
+
+
+def test_a_unit_that_passes_no_size_runs_vllms_defaults_and_one_with_equals_signs_is_read_too():
+    bare = "[Service]\nExecStart=/opt/vllm/current/bin/vllm serve /m --port 8000\n"
+    assert running_sizes(bare) == {"tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+    equals = "ExecStart=/v/bin/vllm serve /m --tensor-parallel-size=8 '--pipeline-parallel-size=3'\n"
+    assert running_sizes(equals) == {"tensor_parallel_size": 8, "pipeline_parallel_size": 3}
+
+
+def test_a_unit_without_vllm_serve_or_with_an_unreadable_size_gives_none():
+    assert running_sizes("[Service]\nExecStart=/bin/true\n") is None
+    assert running_sizes("") is None
+    assert running_sizes("ExecStart=/v/bin/vllm serve /m --tensor-parallel-size \\\n") is None
+
+
+def test_module_says_whether_the_plan_changed_from_the_running_unit(tmp_path):
+    """A fifth node with 4 GPUs beside two of 4: auto keeps TP 4 and grows PP, which the running unit (TP 4, PP 2)
+    does not pass: the plan changed. The same GPUs plan what runs: unchanged. No unit yet: nothing to compare."""
+    unit = tmp_path / "vllm.service"
+    unit.write_text(UNIT)
+    out = run_module(tmp_path, gpus_per_node=[4, 4], running_unit=str(unit))
+    assert out["running"] == {"tensor_parallel_size": 4, "pipeline_parallel_size": 2} and out["plan_changed"] is False
+    out = run_module(tmp_path, gpus_per_node=[4, 4, 4], running_unit=str(unit))
+    assert out["pipeline_parallel_size"] == 3 and out["plan_changed"] is True and out["changed"] is False
+    out = run_module(tmp_path, gpus_per_node=[4, 4], running_unit=str(tmp_path / "absent.service"))
+    assert out["running"] is None and out["plan_changed"] is False
