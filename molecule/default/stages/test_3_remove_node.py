@@ -23,6 +23,7 @@ from sandbox import (
     api,
     complete,
     playbook,
+    ray_api,
     unit_started,
     wait_for,
 )
@@ -75,6 +76,12 @@ def test_a_node_leaves_with_remove_node_and_joins_again_with_site_yml():
         rc, out = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={LEAVING}")
         assert rc == 0, out[-6000:]
         removed(out)
+        # Ray drained it (through its GCS, with the token) before it stopped, and says so in its record of the node.
+        assert f"TASK [Remove node | Ray drains {LEAVING}]" in out and f"changed: [ray-head] => (item={ADDRESS})" in out
+        dead = [n for n in ray_api("/api/v0/nodes?limit=1000&detail=1")["data"]["result"]["result"]
+                if n["node_ip"] == ADDRESS and n["state"] == "DEAD"]  # fmt: skip
+        last = max(dead, key=lambda n: n.get("end_time_ms") or 0)
+        assert "preemption: leaving cluster default (rayvllm.fleet remove_node.yml)" in last["state_message"], last
         assert sh(LEAVING, "systemctl is-active ray-worker.service") != "active"
         assert sh(LEAVING, "systemctl is-enabled ray-worker.service") == "disabled"
         ranks = "vLLM restarts on the GPUs of ray-head, ray-worker-1" in out
