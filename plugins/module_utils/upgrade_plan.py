@@ -25,6 +25,7 @@ import os
 ACTIONS = ("install", "none", "vllm", "ray")
 PARTS = ("ray", "vllm", "model")
 LABELS = {"ray": "Ray", "vllm": "vLLM", "model": "weights"}
+_RESTART_RAY = "; restart the head, then every worker; wait for every node and GPU"
 
 
 def _name(path):
@@ -141,7 +142,7 @@ def cluster_plan(cluster, nodes, outside=()):
             lines.append(
                 "cluster %s: Ray's %s change: written before Ray restarts%s"
                 % (cluster, "; ".join("%s on %s" % (what, _hosts(h)) for what, h in sorted(files.items())),
-                   "" if changes["ray"] else "; restart the head, then every worker; wait for every node and GPU")
+                   "" if changes["ray"] else _RESTART_RAY)
             )  # fmt: skip
         for part in PARTS:
             if changes[part]:
@@ -151,7 +152,7 @@ def cluster_plan(cluster, nodes, outside=()):
                 lines.append(
                     "cluster %s: %s %s -> %s on %s%s"
                     % (cluster, LABELS[part], _name(current), _name(target), _hosts(changes[part]),
-                       "; restart the head, then every worker; wait for every node and GPU" if part == "ray" else "")
+                       _RESTART_RAY if part == "ray" else "")
                 )  # fmt: skip
     backs = ["%s %s" % (LABELS[p], back[p]) for p in PARTS if p in back] + (["Ray's files"] if ray_files else [])
     if action in ("ray", "vllm"):
