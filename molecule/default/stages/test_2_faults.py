@@ -121,7 +121,7 @@ def test_a_killed_server_is_restarted_by_systemd_and_the_router_keeps_its_client
     before = n_restarts("ray-b-head", "vllm")
     # The client waits up to 120 s for an answer, as in the upgrade stage: the side scenarios of scripts/test.sh
     # may share the machine's two cores with this stage.
-    with RotationWatcher(), CompletionPoller(url=ROUTER_URL, interval=0.25, timeout=120) as poller:
+    with RotationWatcher(), CompletionPoller(url=ROUTER_URL, interval=0.5, timeout=120) as poller:
         killed = time.monotonic()
         sh("ray-b-head", "kill -9 $(systemctl show -p MainPID --value vllm)")
         wait_for(lambda: url not in rotation(), timeout=120, interval=0.5)

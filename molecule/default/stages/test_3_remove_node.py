@@ -72,7 +72,7 @@ def removed(out):
 
 def test_a_node_leaves_with_remove_node_and_joins_again_with_site_yml():
     vllm_before = unit_started("ray-head", "vllm.service")
-    with CompletionPoller(interval=0.5, timeout=120, url=ROUTER_URL) as poller:
+    with CompletionPoller(timeout=120, url=ROUTER_URL) as poller:
         rc, out = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={LEAVING}")
         assert rc == 0, out[-6000:]
         removed(out)
@@ -109,7 +109,7 @@ def test_a_node_leaves_with_remove_node_and_joins_again_with_site_yml():
 def test_a_dead_server_is_removed_without_its_own_cleanup():
     subprocess.run(["docker", "kill", LEAVING], check=True, capture_output=True)
     try:
-        with CompletionPoller(interval=0.5, timeout=120, url=ROUTER_URL) as poller:
+        with CompletionPoller(timeout=120, url=ROUTER_URL) as poller:
             rc, out = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={LEAVING}")
             assert rc == 0, out[-6000:]
             assert f"{LEAVING} did not answer" in out
