@@ -105,6 +105,25 @@ def test_two_services_of_a_head_on_one_port(run_preflight):
     assert "vLLM API (vllm_port)" in out and "(ray_client_server_port)" in out
 
 
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        # A port out of range: the fleet model's table had computed it and dropped it (accepted).
+        ({"ray_dashboard_port": 70000}, "ray_dashboard_port on node-a is 70000: not a port number (a whole number"),
+        # Not a number: the fleet model names it (the vllm role's one message listed every requirement).
+        ({"vllm_port": "8000/tcp"}, "vllm_port on node-a is '8000/tcp': not a port number"),
+        # TP above the GPUs the cluster declares, PP left auto (only TP and PP both set were counted).
+        ({"ray_num_gpus": 1, "vllm_tensor_parallel_size": 8},
+         "Cluster 'default' declares 2 GPUs (ray_num_gpus 1+1), but vllm_tensor_parallel_size 8 x"),
+    ],
+    ids=["port-out-of-range", "port-not-a-number", "tp-above-declared-gpus"],
+)  # fmt: skip
+def test_unusable_ports_and_gpu_plans_are_named(run_preflight, values, message):
+    rc, out = run_preflight(local_hosts(), values)
+    assert rc != 0
+    assert message in " ".join(out.split()), out[-3000:]
+
+
 def test_site_stops_after_preflight(run_preflight):
     """With a bad inventory, site.yml never reaches host_prep."""
     rc, out = run_preflight(local_hosts(head=()), playbook="site.yml")

@@ -169,6 +169,8 @@ def build_ports(fleet):
                 claims.extend((p, lbl, service) for p, lbl in found)
         fleet.ports[host] = ports
         _collisions(fleet, host, claims, worker_range)
+    # Each unusable value once, naming every host that has it (a port of 70000 was dropped here before: accepted).
+    fleet.problems.extend(bad.problems())
 
 
 def _collisions(fleet, host, claims, worker_range):

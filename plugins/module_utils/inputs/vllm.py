@@ -18,7 +18,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     text,
     unsafe,
 )
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import owned_flags, truthy
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import owned_flags, port, truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import PlanError, plan
 
 UNIT_VALUES = (
@@ -73,29 +73,47 @@ def problems(values, host, model, context):
                 "%s must be a whole number, 0 or more (%s); got '%s' on %s." % (key, what, text(v.get(key)), host)
             )
 
-    path, port = v.get("vllm_model_path"), v.get("vllm_port")
-    utilization, max_len = number(v.get("vllm_gpu_memory_utilization")), v.get("vllm_max_model_len")
-    if not (
-        isinstance(path, str)
-        and re.match(r"^/.+", path)
-        and len(v.get("vllm_served_model_name") or "") > 0
-        and digits(v.get("vllm_tensor_parallel_size"))
-        and digits(v.get("vllm_pipeline_parallel_size"))
-        and digits(port)
-        and 0 < int(text(port)) < 65536
-        and 0 < utilization <= 1
-        and (max_len is None or digits(max_len))
-        and is_sequence(v.get("vllm_extra_args"))
-        and isinstance(v.get("vllm_environment"), dict)
-    ):
+    # Each unusable setting on its own, naming it, its value and the fix (one message listing every requirement
+    # named settings that were fine).
+    path, served = v.get("vllm_model_path"), v.get("vllm_served_model_name")
+    if not (isinstance(path, str) and re.match(r"^/.+", path)):
         found.append(
-            "vLLM settings on %s are not usable: vllm_model_path must be absolute (got '%s'; set model_path), "
-            "vllm_tensor_parallel_size / vllm_pipeline_parallel_size whole numbers (0 = auto; got %s / %s), "
-            "vllm_port 1-65535 (got %s), vllm_gpu_memory_utilization in (0, 1] (got %s), vllm_extra_args a list, "
-            "vllm_environment a mapping."
-            % (host, text(path), text(v.get("vllm_tensor_parallel_size")), text(v.get("vllm_pipeline_parallel_size")),
-               text(port), text(v.get("vllm_gpu_memory_utilization")))
-        )  # fmt: skip
+            "vllm_model_path on %s is '%s': not an absolute path. Set model_path (the weights' directory on every "
+            "node, e.g. /srv/models/<name>)." % (host, text(path))
+        )
+    if served is None or served == "":
+        found.append(
+            'vllm_served_model_name on %s is empty: give the name clients send as "model" (the default is '
+            "model_path's last part)." % host
+        )
+    for key in ("vllm_tensor_parallel_size", "vllm_pipeline_parallel_size"):
+        if not digits(v.get(key)):
+            found.append(
+                "%s on %s is '%s': not a whole number. Give the number of GPUs (0 lets the role choose from the "
+                "cluster's GPUs)." % (key, host, text(v.get(key)))
+            )
+    port(found, "vllm_port", v.get("vllm_port"), "on " + host, "Set it to a free port from 1 to 65535 (8000)")
+    if not 0 < number(v.get("vllm_gpu_memory_utilization")) <= 1:
+        found.append(
+            "vllm_gpu_memory_utilization on %s is '%s': not a fraction in (0, 1]. Give the share of each GPU's memory "
+            "vLLM may use, e.g. 0.9." % (host, text(v.get("vllm_gpu_memory_utilization")))
+        )
+    max_len = v.get("vllm_max_model_len")
+    if not (max_len is None or digits(max_len)):
+        found.append(
+            "vllm_max_model_len on %s is '%s': not a whole number. Give the context length in tokens, or null for "
+            "the model's own." % (host, text(max_len))
+        )
+    if not is_sequence(v.get("vllm_extra_args")):
+        found.append(
+            "vllm_extra_args on %s is %s: give a list, one flag or value per item (e.g. [--enforce-eager])."
+            % (host, type(v.get("vllm_extra_args")).__name__ + " '" + text(v.get("vllm_extra_args")) + "'")
+        )
+    if not isinstance(v.get("vllm_environment"), dict):
+        found.append(
+            "vllm_environment on %s is %s: give a mapping of variable names to values."
+            % (host, type(v.get("vllm_environment")).__name__ + " '" + text(v.get("vllm_environment")) + "'")
+        )
 
     served = v.get("vllm_served_model_name")
     if served is not None and not isinstance(served, str):
@@ -200,19 +218,15 @@ def _gpu_arithmetic(v, host, model):
             "does not have. Set ray_num_gpus to each node's GPU count, or null to let Ray detect them."
             % (me.get("cluster"), len(gpus))
         ]
-    if (
-        digits(tp)
-        and digits(pp)
-        and int(text(tp)) > 0
-        and int(text(pp)) > 0
-        and int(text(tp)) * int(text(pp)) > declared
-    ):
+    # 0 is auto: at least 1 (TP 8 with PP auto needs 8 GPUs; it passed before, as only TP and PP both set counted).
+    sizes = [int(text(x)) for x in (tp, pp) if digits(x)]
+    if len(sizes) == 2 and max(sizes) > 0 and max(sizes[0], 1) * max(sizes[1], 1) > declared:
         return [
             "Cluster '%s' declares %d GPUs (ray_num_gpus %s), but vllm_tensor_parallel_size %s x "
             "vllm_pipeline_parallel_size %s needs %d: vLLM would wait for GPUs that are not there. Lower them (0 = "
             "auto) or declare the GPUs the nodes have."
             % (me.get("cluster"), declared, "+".join(text(g) for g in gpus), text(tp), text(pp),
-               int(text(tp)) * int(text(pp)))
+               max(sizes[0], 1) * max(sizes[1], 1))
         ]  # fmt: skip
     return []
 

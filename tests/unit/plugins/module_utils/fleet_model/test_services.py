@@ -58,3 +58,22 @@ def test_a_router_port_taken_by_another_service_names_both():
         "port 9100 on router host h is wanted by llama's router port, node exporter (node_exporter_port): give "
         "each its own port (router_port, router_metrics_port, router_model_ports).",
     ]
+
+
+def test_an_unusable_port_of_any_service_is_refused_once_naming_the_variable_and_every_host():
+    """A port out of range or not a number, of any service in the table, is a problem of the model (it was
+    computed and dropped: ray_dashboard_port 70000 passed preflight)."""
+    hosts = {
+        "h": host("10.0.0.1", vllm_served_model_name="llama", ray_dashboard_port=70000),
+        "w": host("10.0.0.2", node_exporter_port="9100/tcp", ray_dashboard_port=70000),
+        "w2": host("10.0.0.3", node_exporter_port="9100/tcp", ray_dashboard_port=70000),
+    }
+    model, problems = build(["h"], ["w", "w2"], hosts)
+    assert problems == [
+        "ray_dashboard_port on h is 70000: not a port number (a whole number from 1 to 65535). Set it to a free port "
+        "from 1 to 65535.",
+        "node_exporter_port on w, w2 is '9100/tcp': not a port number (a whole number from 1 to 65535). Set it to a "
+        "free port from 1 to 65535.",
+    ]
+    # The model leaves the unusable ports out: nothing downstream opens or scrapes them.
+    assert "ray_dashboard" not in model["ports"]["h"] and "node_exporter" not in model["ports"]["w"]

@@ -66,6 +66,15 @@ def test_the_gpus_a_cluster_declares_against_its_plan():
     assert "declares 4 GPUs (ray_num_gpus 2+2), but vllm_tensor_parallel_size 4 x " in problem
     assert "vllm_pipeline_parallel_size 2 needs 8" in problem
     assert vllm_problems(fleet(gpus=(2, 2)), vllm_tensor_parallel_size=2, vllm_pipeline_parallel_size=2) == []
+    # One size set, the other auto (0, so at least 1): the set one alone is more than the cluster declares.
+    (problem,) = vllm_problems(fleet(gpus=(1, 1)), vllm_tensor_parallel_size=8)
+    assert (
+        "declares 2 GPUs (ray_num_gpus 1+1), but vllm_tensor_parallel_size 8 x vllm_pipeline_parallel_size 0 needs 8"
+        in problem
+    )
+    (problem,) = vllm_problems(fleet(gpus=(1, 1)), vllm_pipeline_parallel_size=3)
+    assert "needs 3" in problem
+    assert vllm_problems(fleet(gpus=(1, 1)), vllm_tensor_parallel_size=2) == []
     assert vllm_problems(fleet(gpus=(None, 2))) == []  # Ray detects them: checked against the live cluster later
     assert vllm_problems(fleet(gpus=(0, 0), mode="ray_serve")) == []  # ray_serve's own checks count replicas' GPUs
     assert vllm_problems(fleet(gpus=(0, 0)), host="gpu-2") == []  # once per cluster, on its head
@@ -122,3 +131,33 @@ def test_an_object_store_of_the_hosts_memory_or_more_is_refused():
     assert not [p for p in fits if "ray_object_store_memory" in p]
     unread = ray_inputs.problems(values, "gpu-1", fleet(), {})  # no probe (the role run alone): Ray says it at start
     assert not [p for p in unread if "ray_object_store_memory" in p]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (
+            {"vllm_port": "8000/tcp"},
+            "vllm_port on gpu-1 is '8000/tcp': not a port number (a whole number from 1 to 65535)",
+        ),
+        ({"vllm_port": 0}, "vllm_port on gpu-1 is 0: not a port number"),
+        (
+            {"vllm_model_path": "models/m"},
+            "vllm_model_path on gpu-1 is 'models/m': not an absolute path. Set model_path",
+        ),
+        ({"vllm_tensor_parallel_size": "two"}, "vllm_tensor_parallel_size on gpu-1 is 'two': not a whole number"),
+        (
+            {"vllm_gpu_memory_utilization": 1.5},
+            "vllm_gpu_memory_utilization on gpu-1 is '1.5': not a fraction in (0, 1]",
+        ),
+        ({"vllm_max_model_len": "4k"}, "vllm_max_model_len on gpu-1 is '4k': not a whole number"),
+        ({"vllm_extra_args": "--enforce-eager"}, "vllm_extra_args on gpu-1 is str '--enforce-eager': give a list"),
+        ({"vllm_environment": ["A=1"]}, "vllm_environment on gpu-1 is list '['A=1']': give a mapping"),
+        ({"vllm_served_model_name": ""}, "vllm_served_model_name on gpu-1 is empty"),
+    ],
+)
+def test_each_unusable_vllm_setting_is_named_alone(values, expected):
+    """One message per unusable setting, naming it and its value; the settings that are fine are not named (one
+    message used to list every requirement whichever failed)."""
+    (problem,) = [p for p in vllm_problems(**values) if not p.startswith("Cluster ")]
+    assert problem.startswith(expected), problem
