@@ -16,6 +16,8 @@ import binascii
 import ipaddress
 import re
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import kind, shown
+
 TABLE = "rayvllm_fleet"
 UFW_COMMENT = "rayvllm: "  # every ufw rule this role writes carries it; rules without it are the operator's
 SSH_COMMENT = "SSH: Ansible's connection"
@@ -32,8 +34,8 @@ def _sources(values, label, problems):
     v4, v6 = [], []
     if isinstance(values, str) or not isinstance(values, (list, tuple, type(None))):
         problems.append(
-            "%s must be a list of addresses or networks, e.g. [10.0.0.0/8] (got %s %r)"
-            % (label, type(values).__name__, values)
+            "%s must be a list of addresses or networks, e.g. [10.0.0.0/8] (got %s, %s)"
+            % (label, kind(values), shown(values))
         )
         return [], []
     for value in values or []:
@@ -123,7 +125,7 @@ def openings(host, exposure, admin_cidrs=(), ssh_ports=(22,), ssh_cidrs=("0.0.0.
         add(v4, v6, service.get("proto", "tcp"), list(service["ports"]), service["name"])
     if not isinstance(extra_rules, (list, tuple, type(None))):
         problems.append(
-            "firewall_extra_rules must be a list of rules (got %s %r)" % (type(extra_rules).__name__, extra_rules)
+            "firewall_extra_rules must be a list of rules (got %s, %s)" % (kind(extra_rules), shown(extra_rules))
         )
         extra_rules = []
     for index, rule in enumerate(extra_rules or []):

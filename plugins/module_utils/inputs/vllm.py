@@ -18,7 +18,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     text,
     unsafe,
 )
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import owned_flags, port, truthy
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import kind, owned_flags, port, shown, truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import PlanError, plan
 
 UNIT_VALUES = (
@@ -106,20 +106,20 @@ def problems(values, host, model, context):
         )
     if not is_sequence(v.get("vllm_extra_args")):
         found.append(
-            "vllm_extra_args on %s is %s: give a list, one flag or value per item (e.g. [--enforce-eager])."
-            % (host, type(v.get("vllm_extra_args")).__name__ + " '" + text(v.get("vllm_extra_args")) + "'")
+            "vllm_extra_args on %s is %s, %s: give a list, one flag or value per item (e.g. [--enforce-eager])."
+            % (host, kind(v.get("vllm_extra_args")), shown(v.get("vllm_extra_args")))
         )
     if not isinstance(v.get("vllm_environment"), dict):
         found.append(
-            "vllm_environment on %s is %s: give a mapping of variable names to values."
-            % (host, type(v.get("vllm_environment")).__name__ + " '" + text(v.get("vllm_environment")) + "'")
+            "vllm_environment on %s is %s, %s: give a mapping of variable names to values."
+            % (host, kind(v.get("vllm_environment")), shown(v.get("vllm_environment")))
         )
 
     served = v.get("vllm_served_model_name")
     if served is not None and not isinstance(served, str):
         found.append(
             'vllm_served_model_name on %s is %s: give one name, a string (clients send it as "model"; the router '
-            "and the dashboards key on it)." % (host, type(served).__name__ + " " + text(served))
+            "and the dashboards key on it)." % (host, kind(served) + ", " + shown(served))
         )
 
     key = v.get("vllm_api_key")

@@ -84,6 +84,9 @@ def test_an_ipv4_wildcard_does_not_open_ipv6():
     ("kwargs", "message"),
     [
         ({"admin_cidrs": ["office"]}, "firewall_admin_cidrs: 'office' is not an IP address or network"),
+        # A string where a list belongs, as Ansible passes it (a str subclass): named in YAML's words, not Python's.
+        ({"admin_cidrs": type("_AnsibleTaggedStr", (str,), {})("10.0.0.0/8")}, "(got a string, '10.0.0.0/8')"),
+        ({"extra_rules": {"ports": [9000]}}, "firewall_extra_rules must be a list of rules (got a mapping, {'ports'"),
         ({"ssh_cidrs": ["10.0.0.300/8"]}, "firewall_ssh_cidrs: '10.0.0.300/8'"),
         ({"extra_rules": [{"ports": [80], "proto": "icmp"}]}, "firewall_extra_rules[0]: give ports"),
         (

@@ -82,7 +82,7 @@ def test_the_gpus_a_cluster_declares_against_its_plan():
 
 def test_a_served_model_name_is_one_string():
     (problem,) = [p for p in vllm_problems(vllm_served_model_name=["a", "b"]) if "vllm_served_model_name" in p]
-    assert problem.startswith("vllm_served_model_name on gpu-1 is list ['a', 'b']: give one name, a string")
+    assert problem.startswith("vllm_served_model_name on gpu-1 is a list, ['a', 'b']: give one name, a string")
     assert vllm_problems(vllm_served_model_name="meta-llama/Llama-3.1-8B-Instruct") == []
 
 
@@ -151,8 +151,11 @@ def test_an_object_store_of_the_hosts_memory_or_more_is_refused():
             "vllm_gpu_memory_utilization on gpu-1 is '1.5': not a fraction in (0, 1]",
         ),
         ({"vllm_max_model_len": "4k"}, "vllm_max_model_len on gpu-1 is '4k': not a whole number"),
-        ({"vllm_extra_args": "--enforce-eager"}, "vllm_extra_args on gpu-1 is str '--enforce-eager': give a list"),
-        ({"vllm_environment": ["A=1"]}, "vllm_environment on gpu-1 is list '['A=1']': give a mapping"),
+        (
+            {"vllm_extra_args": "--enforce-eager"},
+            "vllm_extra_args on gpu-1 is a string, '--enforce-eager': give a list",
+        ),
+        ({"vllm_environment": ["A=1"]}, "vllm_environment on gpu-1 is a list, ['A=1']: give a mapping"),
         ({"vllm_served_model_name": ""}, "vllm_served_model_name on gpu-1 is empty"),
     ],
 )
