@@ -73,8 +73,8 @@ def problems(values, host, model, context):
                 "%s must be a whole number, 0 or more (%s); got '%s' on %s." % (key, what, text(v.get(key)), host)
             )
 
-    # Each unusable setting on its own, naming it, its value and the fix (one message listing every requirement
-    # named settings that were fine).
+    # Each unusable setting on its own, naming it, its value and the fix (a single message used to list every
+    # requirement, the settings that were fine included).
     path, served = v.get("vllm_model_path"), v.get("vllm_served_model_name")
     if not (isinstance(path, str) and re.match(r"^/.+", path)):
         found.append(
@@ -89,8 +89,8 @@ def problems(values, host, model, context):
     for key in ("vllm_tensor_parallel_size", "vllm_pipeline_parallel_size"):
         if not digits(v.get(key)):
             found.append(
-                "%s on %s is '%s': not a whole number. Give the number of GPUs (0 lets the role choose from the "
-                "cluster's GPUs)." % (key, host, text(v.get(key)))
+                "%s on %s is '%s': not a whole number. Give one, or 0 to let the role choose from the cluster's "
+                "GPUs." % (key, host, text(v.get(key)))
             )
     port(found, "vllm_port", v.get("vllm_port"), "on " + host, "Set it to a free port from 1 to 65535 (8000)")
     if not 0 < number(v.get("vllm_gpu_memory_utilization")) <= 1:
@@ -115,7 +115,6 @@ def problems(values, host, model, context):
             % (host, kind(v.get("vllm_environment")), shown(v.get("vllm_environment")))
         )
 
-    served = v.get("vllm_served_model_name")
     if served is not None and not isinstance(served, str):
         found.append(
             'vllm_served_model_name on %s is %s: give one name, a string (clients send it as "model"; the router '
