@@ -4,12 +4,17 @@
 """The firewall's exposure: who, outside a host's Ray cluster, reaches which of its ports. roles/firewall renders
 the rules (plugins/module_utils/firewall.py); the ports come from the services table (services.py)."""
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.services import SERVICES, runs_on
+from ansible_collections.rayvllm.fleet.plugins.module_utils import checks
+from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.services import SERVICES, BadValues, runs_on
 
 
-def _cidrs(fleet, host, name):
-    """A list of networks as given (the firewall role checks each)."""
-    return fleet.setting(host, name) or []
+def _cidrs(fleet, bad, host, name):
+    """A list of networks as given (the firewall role checks each); a string alone is refused here, naming the
+    setting (it was read character by character: "'a' is not an IP address" for vllm_allowed_cidrs: any)."""
+    value = fleet.setting(host, name)
+    if value is None or value == []:
+        return []
+    return bad.check(checks.string_list, name, value, host, "[10.0.0.0/8]") or []
 
 
 def build_exposure(fleet):
@@ -22,7 +27,7 @@ def build_exposure(fleet):
     # The routers reach the vLLM API of every cluster they route to (requests, probes).
     routed = {c for m in routers["models"].values() for c in m["clusters"]}
     router_addresses = sorted(set(routers["addresses"].values()))
-    result = {}
+    result, bad = {}, BadValues()
     everyone = list(fleet.nodes) + [m for m in fleet.monitoring if m not in fleet.nodes]
     for host in everyone + [r for r in fleet.routers if r not in everyone]:
         node = fleet.nodes.get(host)
@@ -32,11 +37,13 @@ def build_exposure(fleet):
             "heads": heads,
             "admins": [],
             "other_prometheus": [a for a in prometheus if a != own],
-            "router_clients": sorted(set(_cidrs(fleet, host, "router_allowed_cidrs"))) if host in fleet.routers else [],
+            "router_clients": sorted(set(_cidrs(fleet, bad, host, "router_allowed_cidrs")))
+            if host in fleet.routers
+            else [],
         }
         if node and node["role"] == "head":
             sources["vllm_clients"] = sorted(
-                set(_cidrs(fleet, host, "vllm_allowed_cidrs"))
+                set(_cidrs(fleet, bad, host, "vllm_allowed_cidrs"))
                 | set(prometheus)
                 | set(router_addresses if node["cluster"] in routed else [])
             )
@@ -59,4 +66,5 @@ def build_exposure(fleet):
                 fleet.nodes[h]["ip"] for h in fleet.nodes if fleet.nodes[h]["cluster"] == node["cluster"] and h != host
             )
         result[host] = {"members": members, "services": [svc for svc in services if svc["ports"]]}
+    fleet.problems.extend(bad.problems())
     return result

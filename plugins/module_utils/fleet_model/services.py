@@ -96,7 +96,7 @@ def runs_on(fleet, service, host):
     return False
 
 
-class _Bad:
+class BadValues:
     """Unusable port settings, one message per variable and value, naming every host that has it."""
 
     def __init__(self):
@@ -151,7 +151,7 @@ def build_ports(fleet):
     """fleet.ports: {host: {service key: [ports]}} for every host of the fleet, in the table's order (the worker
     range as its first and last port), and the problems: unusable port values, a worker range that is empty, two
     services of one host on one port, a port inside Ray's worker range."""
-    bad = _Bad()
+    bad = BadValues()
     for host in sorted(fleet.names):
         claims, ports = [], {}
         worker_range = None

@@ -3,8 +3,10 @@
 # Apache License 2.0 (see LICENSE)
 """What the roles' input checks share."""
 
+import posixpath
 import re
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import shown
 from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import private_tmp_conflicts, unsafe_values
 
 DIGITS_RE = re.compile(r"^\d+$")
@@ -47,6 +49,24 @@ def mapping(value):
 def unsafe(values, names):
     """["NAME (contains a newline)", ...] for the values of ``names`` written into a unit or environment file."""
     return unsafe_values({name: values.get(name) for name in names})
+
+
+def not_absolute(values, names, host):
+    """A message for each of ``names`` (directories a role creates, writes and puts in its units) whose value is not
+    an absolute, normalised path: a relative one would be created under the task's working directory and written
+    into ReadWritePaths= as given."""
+    found = []
+    for name in names:
+        if name not in values:
+            continue
+        value = values[name]
+        if not (isinstance(value, str) and value.startswith("/") and posixpath.normpath(value) == value):
+            found.append(
+                "%s on %s is %s: not an absolute, normalised directory. Give a path from /, without '..', '.', '//' "
+                "or a trailing '/' (the default is right for most fleets: remove the setting)."
+                % (name, host, shown(value))
+            )
+    return found
 
 
 def in_private_tmp(hardening, dirs):

@@ -61,19 +61,20 @@ def problems(values, host, model, context):
     (rayvllm.fleet.host_probe's result on the host, whose ``paths`` may hold model_path's state)."""
     v, found = values, []
     path, source = v.get("model_path"), v.get("model_source")
-    if not (
-        isinstance(path, str)
-        and path != "<unset>"
-        and re.match(r"^/.+", path)
-        and source in ("hf", "controller", "shared")
-        and (source != "hf" or len(text(v.get("model_hf_repo") or "")) > 0)
-        and (source != "controller" or len(text(v.get("model_controller_path") or "")) > 0)
-    ):
+    # Each unusable setting on its own (a single message used to list every requirement, the fine ones included).
+    if not (isinstance(path, str) and path != "<unset>" and re.match(r"^/.+", path)):
         found.append(
-            "On %s: model_path must be an absolute directory (got '%s'), model_source one of hf, controller, shared "
-            "(got '%s'); model_source=hf needs model_hf_repo, model_source=controller needs model_controller_path."
-            % (host, text(path), text(source))
+            "model_path on %s is %s: not an absolute directory. Set model_path to where the weights live on every "
+            "node, e.g. /srv/models/<name>." % (host, "unset" if path == "<unset>" else "'%s'" % text(path))
         )
+    if source not in ("hf", "controller", "shared"):
+        found.append(
+            "model_source on %s is '%s': give one of hf (the hub, with model_hf_repo), controller (a copy from the "
+            "controller's model_controller_path) or shared (already on every node)." % (host, text(source))
+        )
+    for wanted, key in (("hf", "model_hf_repo"), ("controller", "model_controller_path")):
+        if source == wanted and not text(v.get(key) or ""):
+            found.append("model_source=%s on %s needs %s: set it." % (wanted, host, key))
     if isinstance(path, str) and path.startswith("/"):
         probe = context.get("probe") if isinstance(context.get("probe"), dict) else {}
         state = mapping(probe.get("paths")).get(path) if source in ("hf", "controller") else None

@@ -13,6 +13,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     in_private_tmp,
     is_sequence,
     node,
+    not_absolute,
     number,
     owned_flags_problem,
     text,
@@ -73,6 +74,7 @@ def problems(values, host, model, context):
                 "%s must be a whole number, 0 or more (%s); got '%s' on %s." % (key, what, text(v.get(key)), host)
             )
 
+    found.extend(not_absolute(v, ("vllm_install_root", "vllm_config_dir", "vllm_data_dir"), host))
     # Each unusable setting on its own, naming it, its value and the fix (a single message used to list every
     # requirement, the settings that were fine included).
     path, served = v.get("vllm_model_path"), v.get("vllm_served_model_name")

@@ -77,3 +77,16 @@ def test_an_unusable_port_of_any_service_is_refused_once_naming_the_variable_and
     ]
     # The model leaves the unusable ports out: nothing downstream opens or scrapes them.
     assert "ray_dashboard" not in model["ports"]["h"] and "node_exporter" not in model["ports"]["w"]
+
+
+def test_a_string_where_a_list_of_networks_belongs_is_refused_not_read_letter_by_letter():
+    hosts = {
+        "h": host("10.0.0.1", vllm_served_model_name="llama", vllm_allowed_cidrs="any"),
+        "w": host("10.0.0.2", vllm_allowed_cidrs="any"),
+    }
+    model, problems = build(["h"], ["w"], hosts)
+    assert problems == [
+        "vllm_allowed_cidrs on h is 'any': a string, not a list. Write it as a YAML list of strings, e.g. "
+        "vllm_allowed_cidrs: [10.0.0.0/8]."
+    ]
+    assert "a" not in {s for svc in model["firewall"]["h"]["services"] for s in svc["sources"]}

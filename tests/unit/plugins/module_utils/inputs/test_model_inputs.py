@@ -69,3 +69,27 @@ def test_a_real_directory_without_config_json_is_refused_where_the_role_would_mo
 def test_a_model_directory_of_its_own_passes():
     assert problems("/srv/models/llama") == []
     assert problems("/data/models/llama-3.1-70b", source="shared") == []
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"model_source": "s3"}, ["model_source on gpu-1 is 's3': give one of hf"]),
+        ({"model_path": "models/x"}, ["model_path on gpu-1 is 'models/x': not an absolute directory"]),
+        ({"model_path": "<unset>"}, ["model_path on gpu-1 is unset: not an absolute directory"]),
+        (
+            {"model_source": "hf", "model_hf_repo": "", "model_hf_revision": "0" * 40},
+            ["model_source=hf on gpu-1 needs model_hf_repo"],
+        ),
+        ({"model_source": "controller"}, ["model_source=controller on gpu-1 needs model_controller_path"]),
+    ],
+)
+def test_each_unusable_model_setting_is_named_alone(values, expected):
+    """Only what is wrong is named (a single message used to list every requirement: model_source s3 was reported
+    as 'model_path must be an absolute directory (got /srv/models/example), model_source one of ...')."""
+    settings = {"model_path": "/srv/models/llama", "model_source": "shared", "model_controller_path": "",
+                "model_hf_repo": "org/name", **values}  # fmt: skip
+    found = inputs.problems(settings, "gpu-1", MODEL, {})
+    assert [p[: len(e)] for p, e in zip(found, expected, strict=False)] == expected and len(found) == len(expected), (
+        found
+    )
