@@ -5,7 +5,7 @@
 
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import owned_flags
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import kind, owned_flags, shown
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import RAY_HEAD_PORTS, RAY_NODE_PORTS
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
     cluster,
@@ -98,11 +98,18 @@ def problems(values, host, model, context):
                                text(v.get("ray_max_worker_port")))
         )  # fmt: skip
 
-    gpus, cpus, resources = v.get("ray_num_gpus"), v.get("ray_num_cpus"), v.get("ray_resources")
-    if not (gpus is None or digits(gpus)) or not (cpus is None or digits(cpus)) or not isinstance(resources, dict):
+    # Each on its own, naming only what is wrong.
+    resources = v.get("ray_resources")
+    for key in ("ray_num_gpus", "ray_num_cpus"):
+        if not (v.get(key) is None or digits(v.get(key))):
+            found.append(
+                "%s on %s is %s: not a whole number. Give the node's count, or null to let Ray detect it."
+                % (key, host, shown(v.get(key)))
+            )
+    if not isinstance(resources, dict):
         found.append(
-            "On %s: ray_num_gpus and ray_num_cpus must be whole numbers or null (auto-detect), ray_resources a "
-            "mapping; got ray_num_gpus=%s, ray_num_cpus=%s, ray_resources=%s." % (host, gpus, cpus, resources)
+            "ray_resources on %s is %s, %s: give a mapping of custom resource names to amounts, e.g. {fast_disk: 1}."
+            % (host, kind(resources), shown(resources))
         )
 
     store = v.get("ray_object_store_memory")

@@ -173,3 +173,18 @@ def test_the_vllm_and_ray_directories_are_absolute_and_normalised(path):
     ray = {"ray_version": "2.60.0", "ray_temp_dir": path}
     assert any(p.startswith("ray_temp_dir on gpu-1 is ") for p in ray_inputs.problems(ray, "gpu-1", fleet(), {}))
     assert not [p for p in vllm_problems(vllm_data_dir="/var/lib/vllm") if p.startswith("vllm_data_dir")]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ({"ray_num_cpus": "four"}, ["ray_num_cpus on gpu-1 is 'four': not a whole number"]),
+        ({"ray_num_gpus": -1}, ["ray_num_gpus on gpu-1 is -1: not a whole number"]),
+        ({"ray_resources": ["fast"]}, ["ray_resources on gpu-1 is a list, ['fast']: give a mapping"]),
+    ],
+)
+def test_each_unusable_ray_resource_setting_is_named_alone(values, expected):
+    """Only the wrong one (a single message listed both counts and the mapping, the fine ones included)."""
+    ray = {"ray_version": "2.60.0", "ray_num_gpus": 2, "ray_num_cpus": None, "ray_resources": {}, **values}
+    found = [p for p in ray_inputs.problems(ray, "gpu-1", fleet(), {}) if p.startswith(("ray_num", "ray_resources"))]
+    assert [p[: len(e)] for p, e in zip(found, expected, strict=False)] == expected and len(found) == 1, found
