@@ -267,10 +267,17 @@ def normal_path(value):
     return "/" + path.lstrip("/") if path.startswith("//") else path
 
 
-def absolute_path(problems, name, value, where, what="a directory"):
+def absolute_path(problems, name, value, where, what="a directory", fix=None):
     """An absolute path written in its normal form (no '..', '.', '//' or trailing '/'); None otherwise."""
     if not isinstance(value, str) or not value.startswith("/"):
-        _add(problems, name, where, value, "not an absolute path", "Set it to %s such as /srv/models/llama." % what)
+        _add(
+            problems,
+            name,
+            where,
+            value,
+            "not an absolute path",
+            fix or "Set it to %s such as /srv/models/llama." % what,
+        )
         return None
     normal = normal_path(value)
     if normal != value:

@@ -12,7 +12,7 @@ def _cidrs(fleet, bad, host, name):
     """A list of networks as given (the firewall role checks each); a string alone is refused here, naming the
     setting (it was read character by character: "'a' is not an IP address" for vllm_allowed_cidrs: any)."""
     value = fleet.setting(host, name)
-    if value is None or value == []:
+    if value is None:
         return []
     return bad.check(checks.string_list, name, value, host, "[10.0.0.0/8]") or []
 

@@ -3,10 +3,9 @@
 # Apache License 2.0 (see LICENSE)
 """What the roles' input checks share."""
 
-import posixpath
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import shown
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import absolute_path
 from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import private_tmp_conflicts, unsafe_values
 
 DIGITS_RE = re.compile(r"^\d+$")
@@ -52,20 +51,13 @@ def unsafe(values, names):
 
 
 def not_absolute(values, names, host):
-    """A message for each of ``names`` (directories a role creates, writes and puts in its units) whose value is not
-    an absolute, normalised path: a relative one would be created under the task's working directory and written
-    into ReadWritePaths= as given."""
-    found = []
+    """checks.absolute_path for each of ``names`` (directories a role creates, writes and puts in its units) that
+    ``values`` holds: a relative one would be created under the task's working directory and written into
+    ReadWritePaths= as given."""
+    found, fix = [], "Give a directory from / (the role's default is right for most fleets: remove the setting)."
     for name in names:
-        if name not in values:
-            continue
-        value = values[name]
-        if not (isinstance(value, str) and value.startswith("/") and posixpath.normpath(value) == value):
-            found.append(
-                "%s on %s is %s: not an absolute, normalised directory. Give a path from /, without '..', '.', '//' "
-                "or a trailing '/' (the default is right for most fleets: remove the setting)."
-                % (name, host, shown(value))
-            )
+        if name in values:
+            absolute_path(found, name, values[name], "on " + host, fix=fix)
     return found
 
 

@@ -5,7 +5,7 @@
 
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import kind, owned_flags, shown
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import count, kind, owned_flags, shown
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import RAY_HEAD_PORTS, RAY_NODE_PORTS
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
     cluster,
@@ -101,11 +101,8 @@ def problems(values, host, model, context):
     # Each on its own, naming only what is wrong.
     resources = v.get("ray_resources")
     for key in ("ray_num_gpus", "ray_num_cpus"):
-        if not (v.get(key) is None or digits(v.get(key))):
-            found.append(
-                "%s on %s is %s: not a whole number. Give the node's count, or null to let Ray detect it."
-                % (key, host, shown(v.get(key)))
-            )
+        if v.get(key) is not None:
+            count(found, key, v.get(key), "on " + host, fix="Give the node's count, or null to let Ray detect it.")
     if not isinstance(resources, dict):
         found.append(
             "ray_resources on %s is %s, %s: give a mapping of custom resource names to amounts, e.g. {fast_disk: 1}."

@@ -19,7 +19,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     text,
     unsafe,
 )
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import kind, owned_flags, port, shown, truthy
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import count, kind, owned_flags, port, shown, truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import PlanError, plan
 
 UNIT_VALUES = (
@@ -89,23 +89,18 @@ def problems(values, host, model, context):
             "model_path's last part)." % host
         )
     for key in ("vllm_tensor_parallel_size", "vllm_pipeline_parallel_size"):
-        if not digits(v.get(key)):
-            found.append(
-                "%s on %s is '%s': not a whole number. Give one, or 0 to let the role choose from the cluster's "
-                "GPUs." % (key, host, text(v.get(key)))
-            )
+        count(
+            found, key, v.get(key), "on " + host, fix="Give one, or 0 to let the role choose from the cluster's GPUs."
+        )
     port(found, "vllm_port", v.get("vllm_port"), "on " + host, "Set it to a free port from 1 to 65535 (8000)")
     if not 0 < number(v.get("vllm_gpu_memory_utilization")) <= 1:
         found.append(
             "vllm_gpu_memory_utilization on %s is '%s': not a fraction in (0, 1]. Give the share of each GPU's memory "
             "vLLM may use, e.g. 0.9." % (host, text(v.get("vllm_gpu_memory_utilization")))
         )
-    max_len = v.get("vllm_max_model_len")
-    if not (max_len is None or digits(max_len)):
-        found.append(
-            "vllm_max_model_len on %s is '%s': not a whole number. Give the context length in tokens, or null for "
-            "the model's own." % (host, text(max_len))
-        )
+    if v.get("vllm_max_model_len") is not None:
+        count(found, "vllm_max_model_len", v.get("vllm_max_model_len"), "on " + host,
+              fix="Give the context length in tokens, or null for the model's own.")  # fmt: skip
     if not is_sequence(v.get("vllm_extra_args")):
         found.append(
             "vllm_extra_args on %s is %s, %s: give a list, one flag or value per item (e.g. [--enforce-eager])."
@@ -221,13 +216,13 @@ def _gpu_arithmetic(v, host, model):
         ]
     # 0 is auto: at least 1 (TP 8 with PP auto needs 8 GPUs; it passed before, as only TP and PP both set counted).
     sizes = [int(text(x)) for x in (tp, pp) if digits(x)]
-    if len(sizes) == 2 and max(sizes) > 0 and max(sizes[0], 1) * max(sizes[1], 1) > declared:
+    needed = max(sizes[0], 1) * max(sizes[1], 1) if len(sizes) == 2 and max(sizes) > 0 else 0
+    if needed > declared:
         return [
             "Cluster '%s' declares %d GPUs (ray_num_gpus %s), but vllm_tensor_parallel_size %s x "
             "vllm_pipeline_parallel_size %s needs %d: vLLM would wait for GPUs that are not there. Lower them (0 = "
             "auto) or declare the GPUs the nodes have."
-            % (me.get("cluster"), declared, "+".join(text(g) for g in gpus), text(tp), text(pp),
-               max(sizes[0], 1) * max(sizes[1], 1))
+            % (me.get("cluster"), declared, "+".join(text(g) for g in gpus), text(tp), text(pp), needed)
         ]  # fmt: skip
     return []
 

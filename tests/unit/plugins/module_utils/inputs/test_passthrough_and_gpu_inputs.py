@@ -166,10 +166,19 @@ def test_each_unusable_vllm_setting_is_named_alone(values, expected):
     assert problem.startswith(expected), problem
 
 
-@pytest.mark.parametrize("path", ["var/lib/vllm", "/var/lib/vllm/", "/var/lib/../vllm", "", None])
-def test_the_vllm_and_ray_directories_are_absolute_and_normalised(path):
+@pytest.mark.parametrize(
+    ("path", "what"),
+    [
+        ("var/lib/vllm", "not an absolute path"),
+        ("", "not an absolute path"),
+        (None, "not an absolute path"),
+        ("/var/lib/vllm/", "not written as the path it resolves to (/var/lib/vllm)"),
+        ("/var/lib/../vllm", "not written as the path it resolves to (/var/vllm)"),
+    ],
+)
+def test_the_vllm_and_ray_directories_are_absolute_and_normalised(path, what):
     (problem,) = [p for p in vllm_problems(vllm_data_dir=path) if p.startswith("vllm_data_dir")]
-    assert problem.startswith("vllm_data_dir on gpu-1 is ") and "not an absolute, normalised directory" in problem
+    assert problem.startswith("vllm_data_dir on gpu-1 is ") and what in problem, problem
     ray = {"ray_version": "2.60.0", "ray_temp_dir": path}
     assert any(p.startswith("ray_temp_dir on gpu-1 is ") for p in ray_inputs.problems(ray, "gpu-1", fleet(), {}))
     assert not [p for p in vllm_problems(vllm_data_dir="/var/lib/vllm") if p.startswith("vllm_data_dir")]
