@@ -38,12 +38,13 @@ def marker_text(interpreter, requirements, args, remove=()):
 
 
 def install_commands(installer, venv, requirements, args, remove=(), uv=None, compile_bytecode=True):
-    """[argv, ...] installing requirements into an existing venv, then removing the packages in remove."""
+    """[argv, ...] installing requirements into an existing venv, then removing the packages in remove. uv does not
+    compile: the module compiles after the removals, reusing the bytecode of sibling venvs (compile_command)."""
     python = os.path.join(venv, "bin", "python")
     if installer == "uv":
         if not uv:
             raise ValueError("the uv installer needs the uv binary's path")
-        install = [uv, "pip", "install", "--python", python] + (["--compile-bytecode"] if compile_bytecode else [])
+        install = [uv, "pip", "install", "--python", python]
         commands = [install + list(args) + list(requirements)]
         if remove:
             commands.append([uv, "pip", "uninstall", "--python", python] + list(remove))
@@ -68,6 +69,95 @@ def uv_tool_commands(interpreter, tool_venv, version, args):
         + list(args)
         + ["uv==%s" % version],
     ]
+
+
+# Compiles what has no current bytecode (compileall skips a module whose bytecode records its source's mtime and
+# size), on every core; a module that does not compile (test data in Python 2) is skipped, as uv and pip do.
+_COMPILE = "import compileall, sys\nfor path in sys.argv[1:]:\n    compileall.compile_dir(path, quiet=2, workers=0)\n"
+
+
+def compile_command(venv):
+    """argv compiling the bytecode of every module in the venv's site-packages with the venv's Python."""
+    return [os.path.join(venv, "bin", "python"), "-c", _COMPILE] + site_packages(venv)
+
+
+def bytecode_donors(venv):
+    """The other venvs beside venv (same parent directory, links such as current/ left out): an upgrade's new
+    venv shares most of its files with the one that serves."""
+    parent, name = os.path.split(os.path.normpath(venv))
+    try:
+        entries = sorted(os.listdir(parent))
+    except OSError:
+        return []
+    donors = []
+    for entry in entries:
+        path = os.path.join(parent, entry)
+        if entry != name and not os.path.islink(path) and os.path.isfile(os.path.join(path, "pyvenv.cfg")):
+            donors.append(path)
+    return donors
+
+
+_PYC = re.compile(r"^[a-z]+-\d+(\.opt-\d+)?\.pyc$")  # what follows "<module>." in __pycache__: cpython-311.pyc
+
+
+def _cached(listings, directory):
+    if directory not in listings:
+        try:
+            listings[directory] = os.listdir(directory)
+        except OSError:
+            listings[directory] = []
+    return listings[directory]
+
+
+def link_donor_bytecode(venv, donors):
+    """Hard-links into venv the bytecode a donor venv compiled for the very same source file: the same inode, a
+    file uv linked from its cache into both venvs (the bytecode records the source's mtime and size, which a
+    shared inode keeps). Only the modules that changed are left to compile. Returns how many files it linked."""
+    linked = 0
+    listings = {}
+    for site in site_packages(venv):
+        relative_site = os.path.relpath(site, venv)
+        donor_sites = [os.path.join(d, relative_site) for d in donors]
+        donor_sites = [d for d in donor_sites if os.path.isdir(d)]
+        if not donor_sites:
+            continue
+        for root, dirs, files in os.walk(site):
+            dirs[:] = [d for d in dirs if d != "__pycache__"]
+            relative = os.path.relpath(root, site)
+            for filename in files:
+                if not filename.endswith(".py"):
+                    continue
+                try:
+                    source = os.stat(os.path.join(root, filename))
+                except OSError:
+                    continue
+                for donor_site in donor_sites:
+                    donor_dir = os.path.normpath(os.path.join(donor_site, relative))
+                    try:
+                        theirs = os.stat(os.path.join(donor_dir, filename))
+                    except OSError:
+                        continue
+                    if (theirs.st_ino, theirs.st_dev) != (source.st_ino, source.st_dev):
+                        continue
+                    prefix = filename[:-3] + "."
+                    donor_cache = os.path.join(donor_dir, "__pycache__")
+                    names = [
+                        n
+                        for n in _cached(listings, donor_cache)
+                        if n.startswith(prefix) and _PYC.match(n[len(prefix) :])
+                    ]
+                    if names:
+                        cache = os.path.join(root, "__pycache__")
+                        if not os.path.isdir(cache):
+                            os.mkdir(cache, 0o755)
+                        for pyc in names:
+                            try:
+                                os.link(os.path.join(donor_cache, pyc), os.path.join(cache, pyc))
+                                linked += 1
+                            except OSError:  # already there, or another filesystem: compiled below instead
+                                pass
+                    break
+    return linked
 
 
 _NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)")

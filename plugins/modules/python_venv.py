@@ -78,6 +78,9 @@ options:
       - Compile the installed modules' bytecode (pip does by default). Services run as an unprivileged user that
         cannot write C(__pycache__) into the root-owned venv, so without bytecode every start compiles what it
         imports again.
+      - With uv, the bytecode of a module that a venv beside this one (same parent directory, such as the version
+        that serves before an upgrade) holds as the very same file, linked from uv's cache, is linked from that
+        venv instead of compiled again; only the other modules compile, on every core.
     type: bool
     default: true
 attributes:
@@ -115,6 +118,13 @@ installed:
   description: Whether the requirements were installed by this run (in check mode, would be).
   returned: always
   type: bool
+bytecode_reused:
+  description:
+    - How many bytecode files the install took from the venvs beside this one (same parent directory) instead of
+      compiling them, each for a module whose file uv linked from its cache into both venvs.
+  returned: when uv installed the venv with O(compile_bytecode)
+  type: int
+  sample: 15913
 """
 
 import os
@@ -122,7 +132,10 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rayvllm.fleet.plugins.module_utils.python_venv import (
     MARKER,
+    bytecode_donors,
+    compile_command,
     install_commands,
+    link_donor_bytecode,
     installed_versions,
     marker_text,
     python_version,
@@ -201,6 +214,9 @@ def main():
             p["installer"], venv, p["requirements"], args, p["remove"], uv=uv, compile_bytecode=p["compile_bytecode"]
         ):
             run(module, argv, environ)
+        if p["installer"] == "uv" and p["compile_bytecode"]:
+            result["bytecode_reused"] = link_donor_bytecode(venv, bytecode_donors(venv))
+            run(module, compile_command(venv), environ)
         # The record last: an install cut short is redone by the next run.
         with open(marker, "w") as handle:
             handle.write(want)
