@@ -243,9 +243,11 @@ class CompletionPoller:
     One completion through the router costs the sandbox about 0.7 CPU-seconds (measured 2026-11-27: 40 in a row
     took 28 CPU-s above the idle fleet's 0.66 CPU-s/s; cluster default's three ranks on three hosts answer
     each), so a client every 0.5 s took about 40% of the two cores in the upgrade stage (1277 requests in 1118 s in
-    the rehearsal of 0eaf85c) and stretched every stage it ran in: one a second still samples every second."""
+    the rehearsal of 0eaf85c) and stretched every stage it ran in. One every 2 s (since 2026-11-27): the upgrade's
+    rollout still sends about 500 requests, each of its clusters out of rotation for minutes; the killed-server
+    fault, over in seconds, asks every 0.5 s."""
 
-    def __init__(self, interval=1.0, timeout=30, url=None):
+    def __init__(self, interval=2.0, timeout=30, url=None):
         self.interval, self.timeout, self.url = interval, timeout, url
         self.results = []
         self.failures = []  # (seconds into the poll, seconds the request took, why)
