@@ -115,8 +115,13 @@ def test_two_services_of_a_head_on_one_port(run_preflight):
         # TP above the GPUs the cluster declares, PP left auto (only TP and PP both set were counted).
         ({"ray_num_gpus": 1, "vllm_tensor_parallel_size": 8},
          "Cluster 'default' declares 2 GPUs (ray_num_gpus 1+1), but vllm_tensor_parallel_size 8 x"),
+        # A type no role check looks at, against the role's argument spec: a string for a list passed preflight
+        # (Ansible's validator splits it on commas), then the venv task uninstalled t, o, r, c, h, ...
+        ({"vllm_pip_remove": "torchvision"},
+         "vllm_pip_remove on node-a must be a list of strings (roles/vllm/meta/argument_specs.yml), got "
+         "'torchvision' (a string)"),
     ],
-    ids=["port-out-of-range", "port-not-a-number", "tp-above-declared-gpus"],
+    ids=["port-out-of-range", "port-not-a-number", "tp-above-declared-gpus", "string-for-a-list"],
 )  # fmt: skip
 def test_unusable_ports_and_gpu_plans_are_named(run_preflight, values, message):
     rc, out = run_preflight(local_hosts(), values)

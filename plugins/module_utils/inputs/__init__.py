@@ -34,4 +34,7 @@ def problems(role, values, host, model=None, context=None):
         raise ValueError("no input checks for role %r (known: %s)" % (role, ", ".join(sorted(ROLES))))
     module, function = ROLES[role]
     check = getattr(import_module("%s.%s" % (__name__, module)), function)
-    return check(values if isinstance(values, dict) else {}, str(host), model or {}, context or {})
+    values = values if isinstance(values, dict) else {}
+    found = check(values, str(host), model or {}, context or {})
+    # Then each value the role's own checks did not name, against the role's argument spec (inputs/spec.py).
+    return found + import_module("%s.spec" % __name__).problems(module, values, str(host), found)

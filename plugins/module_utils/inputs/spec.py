@@ -1,0 +1,99 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""Each value a role's input checks receive, checked against the role's ``meta/argument_specs.yml`` (type, elements,
+choices) with the validator Ansible runs when the role starts. Without this, a value of the wrong type that no
+role check looks at (``grafana_http_port: four``) passed preflight and was refused only when its role started, after
+the roles before it had changed the hosts.
+
+Plain Python: the specs are read from the collection's files (``roles/<role>/meta/argument_specs.yml``), once per
+process.
+"""
+
+import os
+
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import kind, shown
+
+ROLES_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles"))
+# What each spec field is checked for: the others (required, default, descriptions) are the role checks' business.
+_CHECKED = ("type", "elements", "choices")
+_PLURAL = {"int": "whole numbers", "float": "numbers", "bool": "booleans", "str": "strings", "path": "paths",
+           "list": "lists", "dict": "mappings"}  # fmt: skip
+_WORDS = {
+    "int": "a whole number",
+    "float": "a number",
+    "bool": "true or false",
+    "str": "a string",
+    "path": "a path (a string)",
+    "list": "a list",
+    "dict": "a mapping",
+}
+_SPECS = {}
+
+
+def role_options(role):
+    """{variable: its checked spec fields} of the role's main entry point ({} when the role has no spec)."""
+    if role not in _SPECS:
+        import yaml  # the controller's (Ansible's own dependency); imported here, not where modules run
+
+        try:
+            with open(os.path.join(ROLES_DIR, role, "meta", "argument_specs.yml")) as handle:
+                options = yaml.safe_load(handle)["argument_specs"]["main"].get("options") or {}
+        except (OSError, KeyError, TypeError):
+            options = {}
+        _SPECS[role] = {
+            name: dict((k, v) for k, v in spec.items() if k in _CHECKED + ("no_log",)) for name, spec in options.items()
+        }
+    return _SPECS[role]
+
+
+def _expected(spec):
+    words = _WORDS.get(spec.get("type", "str"), spec.get("type", "str"))
+    if spec.get("type") == "list" and spec.get("elements"):
+        words += " of %s" % _PLURAL.get(spec["elements"], spec["elements"])
+    if spec.get("choices"):
+        words += ", one of %s" % ", ".join(str(c) for c in spec["choices"])
+    return words
+
+
+def _usable(spec, value):
+    """Whether the role can use the value as its spec says. Stricter than Ansible's validator where the role would
+    misuse what Ansible converts without changing the variable: a string where a list or mapping is expected ('a,b'
+    passes as a list, then a loop takes it letter by letter), a list, mapping or boolean where a string is
+    expected (it would be written as Python's text of it), a boolean for a number."""
+    declared = spec.get("type", "str")
+    if value is None:
+        return True  # not set: the role's checks say when a value is required
+    if declared == "list" and not isinstance(value, (list, tuple)):
+        return False
+    if declared == "dict" and not isinstance(value, dict):
+        return False
+    if (
+        declared in ("str", "path")
+        and not isinstance(value, (str, int, float))
+        or (declared in ("str", "path", "int", "float") and isinstance(value, bool))
+    ):
+        return False
+    checked = dict((k, v) for k, v in spec.items() if k in _CHECKED)
+    return not ArgumentSpecValidator({"value": checked}).validate({"value": value}).error_messages
+
+
+def problems(role, values, host, named=()):
+    """A message for each value in ``values`` that the role's argument spec refuses, unless ``named`` (the role
+    checks' messages) already names its variable. Secret values (``no_log``) are never shown: only their kind."""
+    options = role_options(role)
+    found = []
+    for name in sorted(values):
+        spec = options.get(name)
+        if not spec or spec.get("type", "str") == "raw" or any(name in message for message in named):
+            continue
+        if _usable(spec, values[name]):
+            continue
+        value = kind(values[name]) if spec.get("no_log") else "%s (%s)" % (shown(values[name]), kind(values[name]))
+        found.append(
+            "%s on %s must be %s (roles/%s/meta/argument_specs.yml), got %s: correct it in the inventory, or remove "
+            "it for the role's default." % (name, host, _expected(spec), role, value)
+        )
+    return found

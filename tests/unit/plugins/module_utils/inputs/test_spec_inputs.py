@@ -1,0 +1,51 @@
+"""Issue 30: each value a role's checks receive is checked against the role's meta/argument_specs.yml in preflight
+(inputs/spec.py), so a value of the wrong type is refused before any host changes, not when its role starts."""
+
+import pytest
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils import inputs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import spec
+
+from .roles import role_defaults
+from .test_inputs_never_raise import DEFAULTS, MODEL
+
+
+@pytest.mark.parametrize(
+    "role, name, value, expected, got",
+    [
+        # A string where a list is expected: Ansible's validator splits it on commas, the role's loop took it letter
+        # by letter (uv pip uninstall t o r c h ...).
+        ("vllm", "vllm_pip_remove", "torchvision", "must be a list of strings", "got 'torchvision' (a string)"),
+        ("vllm", "vllm_allow_cross_node_tp", "maybe", "must be true or false", "got 'maybe' (a string)"),
+        ("grafana", "grafana_http_port", "four", "must be a whole number", "got 'four' (a string)"),
+        ("grafana", "grafana_http_port", True, "must be a whole number", "got true (a boolean)"),
+        ("grafana", "grafana_anonymous_org_role", ["Viewer"], "must be a string", "got ['Viewer'] (a list)"),
+        ("alertmanager", "alertmanager_global", "resolve_timeout=5m", "must be a mapping", "(a string)"),
+    ],
+)
+def test_a_value_of_the_wrong_type_is_named_with_the_host_the_value_and_the_fix(role, name, value, expected, got):
+    found = inputs.problems(role, dict(DEFAULTS[role], **{name: value}), "gpu-1", MODEL, {})
+    mine = [p for p in found if p.startswith(name + " on gpu-1 ")]
+    assert len(mine) == 1, found
+    assert expected in mine[0] and got in mine[0] and "roles/%s/meta/argument_specs.yml" % role in mine[0]
+    assert "correct it in the inventory, or remove it for the role's default" in mine[0]
+
+
+def test_what_ansible_converts_without_harm_passes_and_choices_are_checked():
+    assert spec.problems("grafana", {"grafana_http_port": "3000", "grafana_anonymous_enabled": "yes"}, "m") == []
+    assert spec.problems("grafana", {"grafana_version": 11}, "m") == []  # a number where a string is expected
+    [choice] = spec.problems("grafana", {"grafana_install_source": "docker"}, "m")
+    assert "grafana_install_source on m must be a string, one of " in choice and "got 'docker'" in choice
+
+
+def test_a_secret_is_never_shown_and_a_variable_is_named_once():
+    [secret] = spec.problems("grafana", {"grafana_admin_password": ["s3cret-value"]}, "m")
+    assert "s3cret" not in secret and "got a list" in secret
+    named = ["grafana_http_port on m is refused by the role's own check"]
+    assert spec.problems("grafana", {"grafana_http_port": "four"}, "m", named) == []
+
+
+@pytest.mark.parametrize("role", sorted({module for module, _function in inputs.ROLES.values()}))
+def test_every_role_default_passes_its_own_spec(role):
+    values = {k: v for k, v in role_defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
+    assert spec.problems(role, values, "h") == []
