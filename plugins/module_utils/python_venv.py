@@ -71,9 +71,28 @@ def uv_tool_commands(interpreter, tool_venv, version, args):
     ]
 
 
-# Compiles what has no current bytecode (compileall skips a module whose bytecode records its source's mtime and
-# size), on every core; a module that does not compile (test data in Python 2) is skipped, as uv and pip do.
-_COMPILE = "import compileall, sys\nfor path in sys.argv[1:]:\n    compileall.compile_dir(path, quiet=2, workers=0)\n"
+# Compiles what has no current bytecode (compile_file skips a module whose bytecode records its source's mtime and
+# size), one process per core, each with its share of the files (compileall's own workers take one file per round
+# trip: about a quarter more CPU than uv's compiler for a whole vLLM venv). A module that does not compile (test
+# data in Python 2) is skipped, as uv and pip do.
+_COMPILE = """
+import compileall, os, sys
+from concurrent.futures import ProcessPoolExecutor
+
+def compile_share(paths):
+    for path in paths:
+        compileall.compile_file(path, quiet=2)
+
+paths = []
+for top in sys.argv[1:]:
+    for directory, subdirectories, names in os.walk(top):
+        subdirectories[:] = [name for name in subdirectories if name != "__pycache__"]
+        paths.extend(os.path.join(directory, name) for name in names if name.endswith(".py"))
+paths.sort()
+workers = max(1, min(len(paths), os.cpu_count() or 1))
+with ProcessPoolExecutor(workers) as pool:
+    list(pool.map(compile_share, [paths[n::workers] for n in range(workers)]))
+"""
 
 
 def compile_command(venv):
