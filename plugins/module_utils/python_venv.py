@@ -128,6 +128,22 @@ def _cached(listings, directory):
     return listings[directory]
 
 
+def _donor_bytecode(donor_dirs, filename, source, listings):
+    """(donor __pycache__, [its bytecode files for filename]) from the first donor directory whose filename is the
+    same inode as source; None when no donor holds the very same file."""
+    for donor_dir in donor_dirs:
+        try:
+            theirs = os.stat(os.path.join(donor_dir, filename))
+        except OSError:
+            continue
+        if (theirs.st_ino, theirs.st_dev) == (source.st_ino, source.st_dev):
+            prefix = filename[:-3] + "."
+            donor_cache = os.path.join(donor_dir, "__pycache__")
+            names = _cached(listings, donor_cache)
+            return donor_cache, [n for n in names if n.startswith(prefix) and _PYC.match(n[len(prefix) :])]
+    return None
+
+
 def link_donor_bytecode(venv, donors):
     """Hard-links into venv the bytecode a donor venv compiled for the very same source file: the same inode, a
     file uv linked from its cache into both venvs (the bytecode records the source's mtime and size, which a
@@ -143,39 +159,26 @@ def link_donor_bytecode(venv, donors):
         for root, dirs, files in os.walk(site):
             dirs[:] = [d for d in dirs if d != "__pycache__"]
             relative = os.path.relpath(root, site)
+            donor_dirs = [os.path.normpath(os.path.join(d, relative)) for d in donor_sites]
             for filename in files:
                 if not filename.endswith(".py"):
                     continue
                 try:
-                    source = os.stat(os.path.join(root, filename))
+                    found = _donor_bytecode(donor_dirs, filename, os.stat(os.path.join(root, filename)), listings)
                 except OSError:
                     continue
-                for donor_site in donor_sites:
-                    donor_dir = os.path.normpath(os.path.join(donor_site, relative))
+                if not found or not found[1]:
+                    continue
+                donor_cache, names = found
+                cache = os.path.join(root, "__pycache__")
+                if not os.path.isdir(cache):
+                    os.mkdir(cache, 0o755)
+                for pyc in names:
                     try:
-                        theirs = os.stat(os.path.join(donor_dir, filename))
-                    except OSError:
-                        continue
-                    if (theirs.st_ino, theirs.st_dev) != (source.st_ino, source.st_dev):
-                        continue
-                    prefix = filename[:-3] + "."
-                    donor_cache = os.path.join(donor_dir, "__pycache__")
-                    names = [
-                        n
-                        for n in _cached(listings, donor_cache)
-                        if n.startswith(prefix) and _PYC.match(n[len(prefix) :])
-                    ]
-                    if names:
-                        cache = os.path.join(root, "__pycache__")
-                        if not os.path.isdir(cache):
-                            os.mkdir(cache, 0o755)
-                        for pyc in names:
-                            try:
-                                os.link(os.path.join(donor_cache, pyc), os.path.join(cache, pyc))
-                                linked += 1
-                            except OSError:  # already there, or another filesystem: compiled below instead
-                                pass
-                    break
+                        os.link(os.path.join(donor_cache, pyc), os.path.join(cache, pyc))
+                        linked += 1
+                    except OSError:  # already there, or another filesystem: compiled below instead
+                        pass
     return linked
 
 
