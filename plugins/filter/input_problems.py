@@ -8,9 +8,11 @@ from ansible.errors import AnsibleFilterError
 
 def input_problems(values, role, host, model=None, context=None):
     from ansible_collections.rayvllm.fleet.plugins.module_utils import inputs
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.plain_data import plain
 
     try:
-        return inputs.problems(role, values, host, model, context)
+        # Copied once into plain data: the checks read the model and the values many times (module_utils/plain_data.py).
+        return inputs.problems(role, plain(values), host, plain(model), plain(context))
     except ValueError as exc:
         raise AnsibleFilterError("input_problems: %s" % exc)
 

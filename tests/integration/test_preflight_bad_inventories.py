@@ -120,8 +120,13 @@ def test_two_services_of_a_head_on_one_port(run_preflight):
         ({"vllm_pip_remove": "torchvision"},
          "vllm_pip_remove on node-a must be a list of strings (roles/vllm/meta/argument_specs.yml), got "
          "'torchvision' (a string)"),
+        # The same for a role without input checks of its own (host_prep), checked by preflight on every host.
+        ({"host_prep_extra_packages": "htop"},
+         "host_prep_extra_packages on node-a must be a list of strings (roles/host_prep/meta/argument_specs.yml), "
+         "got 'htop' (a string)"),
     ],
-    ids=["port-out-of-range", "port-not-a-number", "tp-above-declared-gpus", "string-for-a-list"],
+    ids=["port-out-of-range", "port-not-a-number", "tp-above-declared-gpus", "string-for-a-list",
+         "string-for-a-list-host-prep"],
 )  # fmt: skip
 def test_unusable_ports_and_gpu_plans_are_named(run_preflight, values, message):
     rc, out = run_preflight(local_hosts(), values)

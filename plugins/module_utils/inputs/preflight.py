@@ -15,12 +15,23 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     sequence,
     text,
 )
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import spec
+
+# The roles that change hosts without a validate task of their own: the preflight role checks the types of the
+# inventory's values for them (roles/preflight/tasks/main.yml passes every host variable named after one of them).
+OTHER_ROLES = ("host_prep", "node_exporter", "dcgm_exporter")
 
 
 def problems(values, host, model, context):
     """values: the preflight role's variables and ray_python_interpreter; context: ``probe`` (the host's
     rayvllm.fleet.host_probe result) and ``facts`` (its Ansible facts)."""
     v, found = values, []
+    # The inventory's values for the roles that have no input checks of their own (OTHER_ROLES), against their
+    # argument specs: a wrong type would otherwise be refused only when the role starts, after the roles before it.
+    role_values = mapping(context.get("role_values"))
+    for role in OTHER_ROLES:
+        mine = dict((name, value) for name, value in role_values.items() if name.startswith(role + "_"))
+        found.extend(spec.problems(role, mine, host))
     me = node(model, host)
     if not me:
         return found  # monitoring hosts and routers: the roles' own checks

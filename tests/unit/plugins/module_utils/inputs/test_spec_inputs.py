@@ -49,3 +49,20 @@ def test_a_secret_is_never_shown_and_a_variable_is_named_once():
 def test_every_role_default_passes_its_own_spec(role):
     values = {k: v for k, v in role_defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
     assert spec.problems(role, values, "h") == []
+
+
+@pytest.mark.parametrize("role", ["host_prep", "node_exporter", "dcgm_exporter"])
+def test_the_roles_without_input_checks_are_checked_by_preflight_on_every_host(role):
+    """host_prep, node_exporter and dcgm_exporter have no validate task: preflight checks the inventory's values for
+    them on every host (monitoring hosts too), against their specs; their own defaults pass."""
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.preflight import OTHER_ROLES
+
+    assert role in OTHER_ROLES
+    defaults = {k: v for k, v in role_defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
+    assert spec.problems(role, defaults, "h") == []
+    name = next(n for n, s in spec.role_options(role).items() if s.get("type") == "int")
+    usual = {k: v for k, v in DEFAULTS["preflight"].items() if not (isinstance(v, str) and "{{" in v)}
+    for host in ("gpu-1", "mon-1"):
+        found = inputs.problems("preflight", usual, host, MODEL, {"role_values": {name: "four"}})
+        assert [p for p in found if p.startswith("%s on %s must be a whole number" % (name, host))], found
+    assert inputs.problems("preflight", usual, "mon-1", MODEL, {"role_values": {name: 9}}) == []
