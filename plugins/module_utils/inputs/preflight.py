@@ -24,7 +24,8 @@ OTHER_ROLES = ("host_prep", "node_exporter", "dcgm_exporter")
 
 def problems(values, host, model, context):
     """values: the preflight role's variables and ray_python_interpreter; context: ``probe`` (the host's
-    rayvllm.fleet.host_probe result) and ``facts`` (its Ansible facts)."""
+    rayvllm.fleet.host_probe result), ``facts`` (its Ansible facts) and ``role_values`` (the host's variables named
+    after one of OTHER_ROLES)."""
     v, found = values, []
     # The inventory's values for the roles that have no input checks of their own (OTHER_ROLES), against their
     # argument specs: a wrong type would otherwise be refused only when the role starts, after the roles before it.
