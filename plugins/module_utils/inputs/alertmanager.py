@@ -5,11 +5,12 @@
 
 import json
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import is_sequence, text, unsafe
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import is_sequence, not_absolute, text, unsafe
 
 
 def problems(values, host, model, context):
     v, found = values, []
+    found.extend(not_absolute(v, ("alertmanager_config_file", "alertmanager_storage_path"), host))
     receivers, route = v.get("alertmanager_receivers"), v.get("alertmanager_route")
     names = (
         [text(r.get("name", "")) if isinstance(r, dict) else "" for r in receivers] if is_sequence(receivers) else []

@@ -50,14 +50,14 @@ def unsafe(values, names):
     return unsafe_values({name: values.get(name) for name in names})
 
 
-def not_absolute(values, names, host):
-    """checks.absolute_path for each of ``names`` (directories a role creates, writes and puts in its units) that
-    ``values`` holds: a relative one would be created under the task's working directory and written into
-    ReadWritePaths= as given."""
-    found, fix = [], "Give a directory from / (the role's default is right for most fleets: remove the setting)."
+def not_absolute(values, names, host, optional=()):
+    """checks.absolute_path for each of ``names`` (directories and files a role creates, writes and puts in its
+    units) that ``values`` holds: a relative one would be created under the task's working directory and written
+    into ReadWritePaths= as given. An empty value of one of ``optional`` means "none" and passes."""
+    found, fix = [], "Give a path from / (the role's default is right for most fleets: remove the setting)."
     for name in names:
-        if name in values:
-            absolute_path(found, name, values[name], "on " + host, fix=fix)
+        if name in values and not (name in optional and values[name] in ("", None)):
+            absolute_path(found, name, values[name], "on " + host, what="a path", fix=fix)
     return found
 
 

@@ -6,13 +6,14 @@
 import os
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.grafana_dashboard import dashboard_problems
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import is_sequence, text
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import is_sequence, not_absolute, text
 
 
 def problems(values, host, model, context):
     """context: ``dashboard_files`` (the project's dashboards and grafana_extra_dashboards, on the controller) and
     ``datasource_uid`` (the provisioned datasource's fixed uid)."""
     v, found = values, []
+    found.extend(not_absolute(v, ("grafana_config_dir", "grafana_dashboards_dir"), host))
     password = v.get("grafana_admin_password")
     if not isinstance(password, str) or password.strip().lower() in ("", "admin"):
         found.append(

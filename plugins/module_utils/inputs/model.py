@@ -7,7 +7,7 @@ import os
 import re
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import SYSTEM_DIRS, normal_path, truthy
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import mapping, node, text
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import mapping, node, not_absolute, text
 
 # A repository id on the Hugging Face hub: owner/name (letters, digits, '-', '_', '.').
 HF_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -61,6 +61,9 @@ def problems(values, host, model, context):
     (rayvllm.fleet.host_probe's result on the host, whose ``paths`` may hold model_path's state)."""
     v, found = values, []
     path, source = v.get("model_path"), v.get("model_source")
+    if isinstance(path, str) and path.startswith("/"):
+        # Its default derives from model_path, whose own message comes first when model_path is unusable.
+        found.extend(not_absolute(v, ("model_revisions_dir",), host))
     # Each unusable setting on its own (a single message used to list every requirement, the fine ones included).
     if not (isinstance(path, str) and path != "<unset>" and re.match(r"^/.+", path)):
         found.append(

@@ -7,7 +7,13 @@ import os
 import re
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import is_sequence, node, text, unsafe
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
+    is_sequence,
+    node,
+    not_absolute,
+    text,
+    unsafe,
+)
 
 CONTROL_RE = re.compile(r"[\x00-\x1f]")
 
@@ -20,6 +26,7 @@ def problems(values, host, model, context):
     """context: ``removed`` ({removed variable: what replaced it} of those the inventory sets) and ``rule_files``
     (the project's rule files and prometheus_extra_rule_files, on the controller)."""
     v, found = values, []
+    found.extend(not_absolute(v, ("prometheus_install_root", "prometheus_data_dir", "prometheus_config_dir"), host))
     discovery = truthy(v.get("prometheus_ray_service_discovery"))
     ray_hosts, vllm_hosts, node_hosts = (
         v.get("prometheus_ray_hosts"), v.get("prometheus_vllm_hosts"), v.get("prometheus_node_hosts")

@@ -5,7 +5,13 @@
 
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import digits, integer, text, unsafe
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
+    digits,
+    integer,
+    not_absolute,
+    text,
+    unsafe,
+)
 
 POLICIES = (
     "cache_aware",
@@ -45,6 +51,14 @@ UNIT_VALUES = (
 
 def problems(values, host, model, context):
     v, found = values, []
+    found.extend(
+        not_absolute(
+            v,
+            ("router_install_root", "router_config_dir", "router_state_dir", "router_textfile_dir"),
+            host,
+            optional=("router_textfile_dir",),
+        )
+    )
     if not (
         re.match(r"^[0-9][0-9A-Za-z.+-]*$", text(v.get("router_version")))
         and v.get("router_policy") in POLICIES

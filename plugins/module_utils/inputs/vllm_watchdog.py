@@ -5,7 +5,13 @@
 
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import digits, integer, text, unsafe
+from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
+    digits,
+    integer,
+    not_absolute,
+    text,
+    unsafe,
+)
 
 COUNTS = (
     "vllm_watchdog_interval",
@@ -29,6 +35,14 @@ UNIT_VALUES = (
 
 def problems(values, host, model, context):
     v, found = values, []
+    found.extend(
+        not_absolute(
+            v,
+            ("vllm_watchdog_environment_file", "vllm_watchdog_textfile_dir"),
+            host,
+            optional=("vllm_watchdog_textfile_dir",),
+        )
+    )
     n = {key: integer(v.get(key)) for key in COUNTS}
     if not (
         len(text(v.get("vllm_watchdog_model") or "")) > 0

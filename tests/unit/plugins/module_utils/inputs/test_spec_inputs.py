@@ -66,3 +66,39 @@ def test_the_roles_without_input_checks_are_checked_by_preflight_on_every_host(r
         found = inputs.problems("preflight", usual, host, MODEL, {"role_values": {name: "four"}})
         assert [p for p in found if p.startswith("%s on %s must be a whole number" % (name, host))], found
     assert inputs.problems("preflight", usual, "mon-1", MODEL, {"role_values": {name: 9}}) == []
+
+
+@pytest.mark.parametrize(
+    "role, name",
+    [
+        ("alertmanager", "alertmanager_storage_path"),
+        ("alertmanager", "alertmanager_config_file"),
+        ("grafana", "grafana_dashboards_dir"),
+        ("prometheus", "prometheus_data_dir"),
+        ("router", "router_state_dir"),
+        ("router", "router_textfile_dir"),
+        ("vllm_watchdog", "vllm_watchdog_environment_file"),
+        ("model", "model_revisions_dir"),
+        ("ray", "ray_data_dir"),
+        ("vllm", "vllm_config_dir"),
+    ],
+)
+def test_a_relative_or_unnormalised_directory_a_role_writes_is_refused(role, name):
+    """A relative path would be created under the task's working directory and written into the units as given."""
+    base = dict(DEFAULTS[role], model_path="/srv/models/m") if role == "model" else DEFAULTS[role]
+    for value, why, fix in (
+        ("var/lib/x", "not an absolute path", "Give a path from /"),
+        ("/var/lib/../lib/x", "not written as the path it resolves to (/var/lib/x)", "Write it without '..'"),
+    ):
+        found = inputs.problems(role, dict(base, **{name: value}), "gpu-1", MODEL, {})
+        mine = [p for p in found if p.startswith(name + " on gpu-1 ")]
+        assert len(mine) == 1 and why in mine[0] and fix in mine[0], found
+    absolute = inputs.problems(role, dict(base, **{name: "/var/lib/x"}), "gpu-1", MODEL, {})
+    assert not [p for p in absolute if p.startswith(name + " on ")], absolute
+
+
+@pytest.mark.parametrize("name", ["router_textfile_dir", "vllm_watchdog_textfile_dir"])
+def test_an_empty_textfile_dir_means_no_metrics_file_and_passes(name):
+    role = name.rsplit("_textfile_dir", 1)[0]
+    found = inputs.problems(role, dict(DEFAULTS[role], **{name: ""}), "gpu-1", MODEL, {})
+    assert not [p for p in found if p.startswith(name + " on ")], found
