@@ -27,21 +27,25 @@ class Tagged(str):
     pass
 
 
+def exactly(value, cls):
+    """Whether ``value`` is a ``cls`` itself, not a subclass (what the copy must give)."""
+    return value.__class__ is cls
+
+
 def test_nested_mappings_lists_and_strings_become_plain_types():
     lazy = Lazy({"nodes": Lazy({"a": [Tagged("x"), (1, 2.5)]}), Tagged("port"): 8000})
     out = plain(lazy)
     assert out == {"nodes": {"a": ["x", [1, 2.5]]}, "port": 8000}
-    assert type(out) is dict and type(out["nodes"]) is dict
-    assert type(out["nodes"]["a"][0]) is str and type(out["nodes"]["a"][1]) is list
-    assert all(type(key) is str for key in out)
+    assert exactly(out, dict) and exactly(out["nodes"], dict)
+    assert exactly(out["nodes"]["a"][0], str) and exactly(out["nodes"]["a"][1], list)
+    assert all(exactly(key, str) for key in out)
 
 
 def test_each_item_is_read_once():
     inner = Lazy({"a": 1, "b": 2})
     outer = Lazy({"inner": inner})
     out = plain(outer)
-    for _ in range(10):
-        assert out["inner"]["a"] == 1
+    assert [out["inner"]["a"] for read in range(10)] == [1] * 10
     assert (outer.reads, inner.reads) == (1, 2)
 
 
