@@ -163,7 +163,7 @@ if ! ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks molecule converge -s 
 fi
 grep -A5 '^PLAY RECAP' .cache/converge-vvv.log
 grep -A23 '^TASKS RECAP' .cache/converge-vvv.log || true
-# The preflight integration tests (ansible-playbook runs against hosts of this machine, no Docker: ~880 CPU
+# The preflight integration tests (ansible-playbook runs against hosts of this machine, no Docker: ~570 CPU
 # seconds) and ansible-test sanity (~80, more when it builds its venvs) run from the end of the converge to the end
 # of the run at the CPU's idle priority (SCHED_IDLE): they take the cores the sandbox leaves idle, above all in the
 # fault, remove-node and upgrade stages, which wait on Ray, vLLM and the router (20-35% idle in the rehearsal of
