@@ -172,3 +172,17 @@ def test_flags_the_vllm_role_sets_and_a_cluster_without_gpus_are_refused(run_pre
     assert "vllm_extra_args on node-a sets --port, which the vllm role sets itself" in text
     assert "set vllm_port instead" in text
     assert "Cluster 'default' declares no GPU (ray_num_gpus is 0 on each of its 2 nodes)" in text
+
+
+def test_each_unusable_ray_serve_setting_is_named_on_its_own(run_preflight):
+    """One message per setting (the role's one assert listed every requirement, the fine ones included)."""
+    rc, out = run_preflight(
+        local_hosts(),
+        {"vllm_serving_mode": "ray_serve", "ray_serve_models": [RAY_SERVE_MODEL], "ray_num_gpus": 1,
+         "vllm_version": "0.29.0", "ray_serve_app_name": "my app", "ray_serve_max_surge_percent": 150},
+    )  # fmt: skip
+    assert rc != 0
+    flat = " ".join(out.split())
+    assert "ray_serve_app_name on node-a is 'my app': not an application name" in flat, out[-3000:]
+    assert "ray_serve_max_surge_percent on node-a is 150: more than 100" in flat
+    assert "ray_serve_proxy_location" not in flat

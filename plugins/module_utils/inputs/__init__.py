@@ -22,6 +22,7 @@ ROLES = {
     "preflight_fleet": ("preflight", "fleet_problems"),
     "prometheus": ("prometheus", "problems"),
     "ray": ("ray", "problems"),
+    "ray_serve": ("ray_serve", "problems"),
     "router": ("router", "problems"),
     "vllm": ("vllm", "problems"),
     "vllm_watchdog": ("vllm_watchdog", "problems"),

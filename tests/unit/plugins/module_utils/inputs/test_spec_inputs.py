@@ -102,3 +102,25 @@ def test_an_empty_textfile_dir_means_no_metrics_file_and_passes(name):
     role = name.rsplit("_textfile_dir", 1)[0]
     found = inputs.problems(role, dict(DEFAULTS[role], **{name: ""}), "gpu-1", MODEL, {})
     assert not [p for p in found if p.startswith(name + " on ")], found
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("ray_serve_proxy_location", "everywhere", "not one of HeadOnly, EveryNode"),
+        ("ray_serve_http_port", 70000, "not a port number"),
+        ("ray_serve_ingress_replicas", 0, "not a whole number of at least 1"),
+        ("ray_serve_max_surge_percent", 150, "is 150: more than 100"),
+        ("ray_serve_app_name", "my app", "not an application name"),
+        ("ray_serve_environment", {"VLLM_API_KEY": "x"}, "sets VLLM_API_KEY: the role sets"),
+        ("ray_serve_ingress_dir", "ingress", "not an absolute path"),
+        ("ray_serve_apply_timeout", "soon", "must be a whole number"),
+    ],
+)
+def test_each_unusable_ray_serve_setting_has_its_own_message(name, value, message):
+    """The role's settings were one assert whose message listed every requirement, the fine ones included."""
+    usual = {k: v for k, v in DEFAULTS["ray_serve"].items() if not (isinstance(v, str) and "{{" in v)}
+    usual["ray_serve_http_port"] = 8000
+    assert inputs.problems("ray_serve", usual, "gpu-1", MODEL, {}) == []
+    found = inputs.problems("ray_serve", dict(usual, **{name: value}), "gpu-1", MODEL, {})
+    assert len(found) == 1 and found[0].startswith(name + " on gpu-1 ") and message in found[0], found
