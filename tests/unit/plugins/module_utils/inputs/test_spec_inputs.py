@@ -10,6 +10,11 @@ from .roles import role_defaults
 from .test_inputs_never_raise import DEFAULTS, MODEL
 
 
+def literal(values):
+    """The values that are not templates (a default such as "{{ fleet_node.settings.x }}" is resolved by Ansible)."""
+    return {k: v for k, v in values.items() if not (isinstance(v, str) and "{{" in v)}
+
+
 @pytest.mark.parametrize(
     "role, name, value, expected, got",
     [
@@ -47,7 +52,7 @@ def test_a_secret_is_never_shown_and_a_variable_is_named_once():
 
 @pytest.mark.parametrize("role", sorted({module for module, _function in inputs.ROLES.values()}))
 def test_every_role_default_passes_its_own_spec(role):
-    values = {k: v for k, v in role_defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
+    values = literal(role_defaults(role))
     assert spec.problems(role, values, "h") == []
 
 
@@ -58,10 +63,10 @@ def test_the_roles_without_input_checks_are_checked_by_preflight_on_every_host(r
     from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.preflight import OTHER_ROLES
 
     assert role in OTHER_ROLES
-    defaults = {k: v for k, v in role_defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
+    defaults = literal(role_defaults(role))
     assert spec.problems(role, defaults, "h") == []
     name = next(n for n, s in spec.role_options(role).items() if s.get("type") == "int")
-    usual = {k: v for k, v in DEFAULTS["preflight"].items() if not (isinstance(v, str) and "{{" in v)}
+    usual = literal(DEFAULTS["preflight"])
     for host in ("gpu-1", "mon-1"):
         found = inputs.problems("preflight", usual, host, MODEL, {"role_values": {name: "four"}})
         assert [p for p in found if p.startswith("%s on %s must be a whole number" % (name, host))], found
@@ -119,7 +124,7 @@ def test_an_empty_textfile_dir_means_no_metrics_file_and_passes(name):
 )
 def test_each_unusable_ray_serve_setting_has_its_own_message(name, value, message):
     """The role's settings were one assert whose message listed every requirement, the fine ones included."""
-    usual = {k: v for k, v in DEFAULTS["ray_serve"].items() if not (isinstance(v, str) and "{{" in v)}
+    usual = literal(DEFAULTS["ray_serve"])
     usual["ray_serve_http_port"] = 8000
     assert inputs.problems("ray_serve", usual, "gpu-1", MODEL, {}) == []
     found = inputs.problems("ray_serve", dict(usual, **{name: value}), "gpu-1", MODEL, {})
