@@ -25,7 +25,9 @@ def load(role, *parts):
 @pytest.mark.parametrize("role", ROLES)
 def test_defaults_and_specs_agree(role):
     defaults = load(role, "defaults", "main.yml")
-    options = load(role, "meta", "argument_specs.yml")["argument_specs"]["main"].get("options", {})
+    options = {}  # every entry point's (a role without tasks/main.yml, such as upgrade, has no main entry point)
+    for entry in load(role, "meta", "argument_specs.yml")["argument_specs"].values():
+        options.update(entry.get("options") or {})
     assert sorted(set(defaults) - set(options)) == [], "defaults without argument spec"
     for name, spec in options.items():
         assert name.startswith(role + "_") or name in FLEET_MODEL_INPUTS.get(role, ()), (
