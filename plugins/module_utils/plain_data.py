@@ -9,6 +9,11 @@ every other service, each value against the role's argument spec), which made th
 of the controller's CPU per host instead of 0.05 s (benchmarks/preflight.sh, 8 hosts). One walk that copies them
 into dicts, lists and strings reads each item once.
 
+The fleet model is the exception: it describes every host, and each host's checks read their own node, their
+cluster and a few shared parts of it. Copied whole on every call, it made each host's checks grow with the fleet
+(preflight's controller CPU per host rose from 1.8 s at 8 hosts to 2.3 s at 64, benchmarks/scale.sh). Its top levels
+are copied when first read instead (``plain_on_read``).
+
 Plain Python, standard library only.
 """
 
@@ -25,3 +30,62 @@ def plain(value):
     if isinstance(value, (list, tuple)):
         return [plain(item) for item in value]
     return value
+
+
+_UNREAD = object()
+
+
+class PlainOnRead(dict):
+    """A dict whose keys are copied at once and each value when first read, as ``plain`` copies it (or, ``depth``
+    levels down, again as a ``PlainOnRead``); a value is read from the source at most once. Every way of reading
+    it (``[]``, ``get``, ``items``, ``values``, iteration, ``dict(...)``, ``==``) sees the copied values."""
+
+    __slots__ = ("_source", "_depth")
+
+    def __init__(self, source, depth):
+        dict.__init__(self, (((str(key) if isinstance(key, str) else key), _UNREAD) for key in source))
+        self._source, self._depth = source, depth
+
+    def __getitem__(self, key):
+        value = dict.__getitem__(self, key)
+        if value is _UNREAD:
+            value = plain_on_read(self._source[key], self._depth - 1)
+            dict.__setitem__(self, key, value)
+        return value
+
+    def __iter__(self):  # defined here, so that dict(view) and {**view} read through __getitem__
+        return dict.__iter__(self)
+
+    def get(self, key, default=None):
+        return self[key] if dict.__contains__(self, key) else default
+
+    def values(self):
+        return [self[key] for key in dict.keys(self)]
+
+    def items(self):
+        return [(key, self[key]) for key in dict.keys(self)]
+
+    def copy(self):
+        return dict(self.items())
+
+    def __eq__(self, other):
+        return dict(self.items()) == other
+
+    def __ne__(self, other):
+        return not self == other
+
+    __hash__ = None
+
+    def __repr__(self):
+        return repr(dict(self.items()))
+
+    def __reduce__(self):
+        return (dict, (dict(self.items()),))
+
+
+def plain_on_read(value, depth=2):
+    """``plain(value)``, except that the mappings of its first ``depth`` levels are ``PlainOnRead``: their values
+    are copied when first read, so that a check that reads a few items of a large mapping copies only those."""
+    if depth > 0 and isinstance(value, Mapping):
+        return PlainOnRead(value, depth)
+    return plain(value)
