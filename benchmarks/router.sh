@@ -33,11 +33,14 @@ router_policy() {
   }
 }
 restore() {
-  pin 0-1 0-1 || true
+  local all="0-$(($(nproc) - 1))"
+  pin "$all" "$all" || true
   if [ "${policy_changed:-0}" = 1 ]; then
     echo "putting the inventory's router policy back (playbooks/router.yml)"
     router_policy
   fi
+  # This trap replaces sandbox_fleet's: destroy the fresh fleet here too.
+  [ "${REUSE:-0}" = 1 ] || molecule destroy -s default >/dev/null 2>&1 || true
 }
 trap 'restore' EXIT
 [ "$(nproc)" -ge 2 ] || {
@@ -66,11 +69,15 @@ echo "router at saturation: vllm bench serve from ray-head, random 32 in / 16 ou
   "commit $(git rev-parse --short HEAD), $(date -u +%F)"
 pin 0 1
 sleep 5
-printf '%-34s %s\n' "cluster b alone" "$(bench "$B_URL")"
-printf '%-34s %s\n' "cluster default alone" "$(bench "$DEFAULT_URL")"
+# A run that fails stops the script (set -e applies to an assignment, not to $(...) inside printf's arguments).
+result=$(bench "$B_URL")
+printf '%-34s %s\n' "cluster b alone" "$result"
+result=$(bench "$DEFAULT_URL")
+printf '%-34s %s\n' "cluster default alone" "$result"
 for policy in $POLICIES; do
   policy_changed=1
   router_policy -e "router_policy=$policy"
   sleep 10 # the router's first health checks
-  printf '%-34s %s\n' "router, policy $policy" "$(bench "$ROUTER_URL")"
+  result=$(bench "$ROUTER_URL")
+  printf '%-34s %s\n' "router, policy $policy" "$result"
 done

@@ -38,7 +38,8 @@ _UNREAD = object()
 class PlainOnRead(dict):
     """A dict whose keys are copied at once and each value when first read, as ``plain`` copies it (or, ``depth``
     levels down, again as a ``PlainOnRead``); a value is read from the source at most once. Every way of reading
-    it (``[]``, ``get``, ``items``, ``values``, iteration, ``dict(...)``, ``==``) sees the copied values."""
+    it (``[]``, ``get``, ``items``, ``values``, ``pop``, iteration, ``dict(...)``, ``==``) sees the copied values; only
+    ``dict``'s own methods called on it unbound (``dict.get(view, key)``) see a value not read yet."""
 
     __slots__ = ("_source", "_depth")
 
@@ -67,6 +68,22 @@ class PlainOnRead(dict):
 
     def copy(self):
         return dict(self.items())
+
+    def pop(self, key, *default):
+        if dict.__contains__(self, key):
+            value = self[key]
+            dict.__delitem__(self, key)
+            return value
+        return dict.pop(self, key, *default)
+
+    def popitem(self):
+        key = next(reversed(dict.keys(self)))
+        return key, self.pop(key)
+
+    def setdefault(self, key, default=None):
+        if not dict.__contains__(self, key):
+            dict.__setitem__(self, key, default)
+        return self[key]
 
     def __eq__(self, other):
         return dict(self.items()) == other

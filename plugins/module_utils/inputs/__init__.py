@@ -4,7 +4,7 @@
 """Each role's input checks, as plain Python: one function per role that takes the role's variables (as the role
 sees them, defaults included), the host, the fleet model and what else the role knows (``context``), and returns
 one list of problems, each naming the variable, the host or cluster, the value and the fix (secrets are never
-shown). The roles' tasks/validate.yml assert that list is empty (filter ``rayvllm.fleet.input_problems``).
+shown). The roles' tasks/validate.yml fail when that list is not empty (filter ``rayvllm.fleet.input_problems``).
 
 Plain Python, no Ansible import; the unit tests call the functions directly.
 """

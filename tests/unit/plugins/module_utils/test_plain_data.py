@@ -88,6 +88,10 @@ def test_plain_on_read_is_read_the_same_every_way_a_dict_is():
     assert sorted(out["nodes"]) == ["node-00", "node-01", "node-02"] and len(out["nodes"]) == 3
     assert "node-01" in out["nodes"] and out["nodes"].get("node-09", "none") == "none"
     assert repr(out["clusters"]) == repr({"c": {"head": "node-00"}})
+    nodes = plain_on_read(fleet(3))["nodes"]
+    assert nodes.pop("node-00") == whole["nodes"]["node-00"] and nodes.pop("node-09", None) is None
+    assert nodes.popitem() == ("node-02", whole["nodes"]["node-02"])
+    assert nodes.setdefault("node-01") == whole["nodes"]["node-01"] and nodes.setdefault("new", 1) == 1
 
 
 def test_plain_on_read_of_anything_but_a_mapping_is_plain():
