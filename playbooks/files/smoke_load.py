@@ -1,7 +1,8 @@
 """A short, bounded load against an OpenAI-compatible /v1/completions endpoint.
 
     smoke_load.py URL MODEL REQUESTS CONCURRENCY MAX_TOKENS DEADLINE_S   (API key: VLLM_API_KEY of the environment file
-    named by $SMOKE_ENV_FILE, vLLM's own; the key itself never travels in an argument or the environment)
+    named by $SMOKE_ENV_FILE, vLLM's own, or the whole of a file holding only the key, a ray_serve cluster's; the key
+    itself never travels in an argument or the environment)
 
 Standard library only. Prints one JSON object: requests sent/succeeded/failed,
 wall time, requests/s, output tokens/s, latency p50/p95/max. Exit 1 if any failed.
@@ -49,11 +50,14 @@ def main(url, model, requests, concurrency, max_tokens, deadline_s):
     env_file = os.environ.get("SMOKE_ENV_FILE")
     if env_file:
         with open(env_file) as handle:
-            for line in handle:
-                name, _equals, value = line.strip().partition("=")
-                if name == "VLLM_API_KEY":
-                    # env_file filter quoting: "..." with \ " $ ` escaped
-                    key = re.sub(r"\\(.)", r"\1", value[1:-1] if value.startswith('"') else value)
+            text = handle.read()
+        for line in text.splitlines():
+            name, _equals, value = line.strip().partition("=")
+            if name == "VLLM_API_KEY":
+                # env_file filter quoting: "..." with \ " $ ` escaped
+                key = re.sub(r"\\(.)", r"\1", value[1:-1] if value.startswith('"') else value)
+        if not key and "=" not in text:
+            key = text.strip()  # a file holding only the key (a ray_serve cluster's)
     start = time.monotonic()
     deadline = start + float(deadline_s)
     with ThreadPoolExecutor(int(concurrency)) as pool:

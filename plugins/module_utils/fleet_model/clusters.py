@@ -233,10 +233,20 @@ def build_clusters(fleet):
                 checks.port([], "vllm_port", hs.get("vllm_port"), where),
                 head_ip,
             ),
+            # The file on the head that holds the key clients send (the router, status.yml and smoke.yml read it
+            # there): vLLM's environment file (its VLLM_API_KEY line), or on a ray_serve cluster the file Serve's
+            # ingress reads (the whole file; the ray_serve role's default ray_serve_api_key_file).
+            "api_key_file": _api_key_file(hs),
             # Declared GPUs per node, head first (None where Ray detects them).
             "gpus_per_node": gpus,
             "declared_gpus": sum(_gpu_count(g) for g in gpus),
         }
+
+
+def _api_key_file(settings):
+    if (settings.get("vllm_serving_mode") or "vllm_serve") == "vllm_serve":
+        return "%s/vllm.env" % settings.get("vllm_config_dir")
+    return "%s/serve_api_key" % settings.get("ray_config_dir")
 
 
 def _gpu_count(value):

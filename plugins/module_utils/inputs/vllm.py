@@ -198,13 +198,18 @@ def _reachable(v, host, model):
     ]
 
 
+def _serves_with_vllm_serve(me):
+    """A ray_serve cluster plans each model's replicas instead (inputs/ray_serve.py): vllm_tensor_parallel_size and
+    vllm_pipeline_parallel_size do not apply to it."""
+    return ((me.get("settings") or {}).get("vllm_serving_mode") or "vllm_serve") == "vllm_serve"
+
+
 def _gpu_arithmetic(v, host, model):
     """Without the model's config (model_source other than controller) the plan is checked against the GPUs the
     cluster declares (every node's ray_num_gpus): some GPU at all, and TP x PP no more than there are."""
     me, mine = node(model, host), cluster(model, host)
     gpus = mine.get("gpus_per_node") or []
-    mode = (me.get("settings") or {}).get("vllm_serving_mode") or "vllm_serve"
-    if me.get("role") != "head" or mode != "vllm_serve" or not gpus or not all(digits(g) for g in gpus):
+    if me.get("role") != "head" or not _serves_with_vllm_serve(me) or not gpus or not all(digits(g) for g in gpus):
         return []
     declared = sum(int(text(g)) for g in gpus)
     tp, pp = v.get("vllm_tensor_parallel_size"), v.get("vllm_pipeline_parallel_size")
@@ -234,6 +239,8 @@ def _parallel_plan(v, host, model, context):
     me, mine = node(model, host), cluster(model, host)
     gpus = mine.get("gpus_per_node") or []
     source, copy = context.get("model_source"), context.get("model_controller_path")
+    if not _serves_with_vllm_serve(me):
+        return []
     if me.get("role") != "head" or source != "controller" or not copy or not gpus or any(g is None for g in gpus):
         return _gpu_arithmetic(v, host, model)
     config_path = os.path.join(str(copy), "config.json")

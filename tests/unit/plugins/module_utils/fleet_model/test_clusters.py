@@ -52,6 +52,16 @@ def test_two_clusters_with_their_own_ports_and_gpus():
     )
 
 
+def test_each_cluster_names_the_file_on_its_head_that_holds_the_key():
+    """vLLM's environment file on a vllm_serve cluster, the file Serve's ingress reads on a ray_serve one: the
+    router, status.yml and smoke.yml read the key there."""
+    hosts = {"a1": host("10.0.0.1", "a"), "b1": host("10.0.1.1", "b", vllm_serving_mode="ray_serve")}
+    model, problems = build(["a1", "b1"], [], hosts)
+    assert problems == []
+    assert model["clusters"]["a"]["api_key_file"] == "/etc/vllm/vllm.env"
+    assert model["clusters"]["b"]["api_key_file"] == "/etc/ray/serve_api_key"
+
+
 def test_the_model_does_not_depend_on_the_order_the_inventory_lists_its_hosts():
     """Files rendered from the model (Prometheus' targets, the router's backends) must not change, and reload
     their service, when the same fleet comes from an inventory listing its hosts in another order."""

@@ -80,6 +80,18 @@ def test_the_gpus_a_cluster_declares_against_its_plan():
     assert vllm_problems(fleet(gpus=(0, 0)), host="gpu-2") == []  # once per cluster, on its head
 
 
+def test_the_plan_against_the_model_config_is_for_vllm_serve_clusters_only(tmp_path):
+    """With the weights on the controller, preflight plans TP x PP against the model's config: a ray_serve cluster
+    plans each model's replicas instead, whatever the vllm_serve sizes say (the sandbox's cluster b: 3 GPUs, the
+    group's vllm_tensor_parallel_size 4)."""
+    (tmp_path / "config.json").write_text('{"num_attention_heads": 4, "num_key_value_heads": 4}')
+    context = {"model_source": "controller", "model_controller_path": str(tmp_path)}
+    values = dict(VLLM, vllm_tensor_parallel_size=4, vllm_pipeline_parallel_size=1)
+    (problem,) = vllm_inputs.problems(values, "gpu-1", fleet(gpus=(3,)), context)
+    assert problem.startswith("vLLM cannot run cluster 'default' as planned (vllm_tensor_parallel_size 4")
+    assert vllm_inputs.problems(values, "gpu-1", fleet(gpus=(3,), mode="ray_serve"), context) == []
+
+
 def test_a_served_model_name_is_one_string():
     (problem,) = [p for p in vllm_problems(vllm_served_model_name=["a", "b"]) if "vllm_served_model_name" in p]
     assert problem.startswith("vllm_served_model_name on gpu-1 is a list, ['a', 'b']: give one name, a string")
