@@ -156,7 +156,7 @@ def sandbox_inventory(name, drop_hosts=(), drop_groups=(), host_vars=None, group
     for group in children.values():
         for host in drop_hosts:
             (group.get("hosts") or {}).pop(host, None)
-    (path / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    (path / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))  # the sandbox's order: plays run in it
     for part in ("group_vars", "host_vars", "credentials"):
         link = path / part
         if not link.exists():
