@@ -122,9 +122,8 @@ def test_a_replicas_change_applies_in_place_under_router_load():
 def test_an_engine_kwargs_change_rolls_under_router_load_with_no_failed_request():
     # tiny-chat at one replica and no GPU to surge into (3 declared, 5 needed): Serve replaces its only replica, so
     # cluster b leaves the router's rotation first. tiny-llama keeps min_replicas 2 from the test above.
-    out, report, watch = site(llama={"min_replicas": 2}, chat={"engine_kwargs": {"enforce_eager": True,
-                                                                                 "max_model_len": 256,
-                                                                                 "max_num_seqs": 8}})  # fmt: skip
+    change = {"engine_kwargs": {**MODELS["tiny-chat"]["engine_kwargs"], "max_num_seqs": 8}}
+    out, report, watch = site(llama={"min_replicas": 2}, chat=change)
     assert report["failed"] == 0, report
     assert watch.out_of_rotation(B_URL), "cluster b stayed in rotation while Serve replaced tiny-chat's only replica"
     assert "Serve replaces the last replica of" in out
