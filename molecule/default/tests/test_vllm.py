@@ -129,5 +129,16 @@ def test_a_rerun_changes_and_restarts_nothing():
     rc, out = playbook("site.yml")
     assert rc == 0, out[-3000:]
     recap = re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", out, re.M)
-    assert recap and all(changed == "0" for _host, changed in recap), recap
+    assert recap and all(changed == "0" for _host, changed in recap), (recap, changed_tasks(out))
     assert main_pids() == before
+
+
+def changed_tasks(out):
+    """(task, host) of every change a playbook's output reports: what a re-run that should change nothing changed."""
+    task, found = "", []
+    for line in out.splitlines():
+        if line.startswith(("TASK [", "RUNNING HANDLER [")):
+            task = line.split("[", 1)[1].rsplit("]", 1)[0]
+        elif line.startswith("changed: ["):
+            found.append((task, line.split("[", 1)[1].split("]", 1)[0]))
+    return found
