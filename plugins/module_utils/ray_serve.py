@@ -54,6 +54,13 @@ RAY_LLM_VLLM_PINS = {"2.59.0": "0.27.0", "2.60.0": "0.29.0"}
 MAX_SURGE_SINCE = (2, 60, 0)
 INGRESS_IMPORT = "rayvllm_serve_ingress:KeyedOpenAiIngress"
 INGRESS_DEPLOYMENT = "KeyedOpenAiIngress"
+# Each model's deployment class (LLMConfig.server_cls): Ray Serve LLM's LLMServer whose health check asks the engine
+# itself, so Serve replaces a replica whose engine hangs (rayvllm_serve_ingress.py). Named LLMServer like Ray's: a
+# model's deployment is named after its class (LLMServer:<model id>).
+SERVER_IMPORT = "rayvllm_serve_ingress:LLMServer"
+# Serve's health check of a model's replicas: every 10 s, and 30 s for an answer (Ray's LLM defaults: 10 and 10). The
+# check's own call to the engine gives up after 15 s (ENGINE_PROBE_TIMEOUT_S there), so it answers first.
+HEALTH_CHECK = {"health_check_period_s": 10, "health_check_timeout_s": 30}
 BUILDER_IMPORT = "ray.serve.llm:build_openai_app"
 PROXY_LOCATIONS = ("HeadOnly", "EveryNode")
 # The parts of an application config that make up its code version: a change there rebuilds it.
@@ -269,11 +276,14 @@ def build_config(models, settings):
     rayvllm_serve_ingress.py is on every node), api_key_file, http_host, http_port, proxy_location,
     env_vars (the replicas' environment: not secret, the Serve config shows it), ingress_replicas,
     max_surge_percent (0: none; only for Ray >= 2.60), model_sources ({name: path}: the staged
-    revision of each model's weights; default its model_path).
+    revision of each model's weights; default its model_path), code_version (a digest of
+    rayvllm_serve_ingress.py: a new one rebuilds the application, so every replica runs the shipped code).
     """
     sources = settings.get("model_sources") or {}
     env = dict(settings.get("env_vars") or {})
     env["PYTHONPATH"] = settings["ingress_dir"]
+    if settings.get("code_version"):
+        env["RAYVLLM_SERVE_CODE"] = settings["code_version"]
     llm_configs = []
     deployments = []
     surge = int(settings.get("max_surge_percent") or 0)
@@ -287,11 +297,13 @@ def build_config(models, settings):
                 "model_source": sources.get(model["name"]) or model["model_path"],
             },
             "engine_kwargs": engine,
+            "server_cls": SERVER_IMPORT,
+            "deployment_config": dict(HEALTH_CHECK),
         }
         if model.get("accelerator_type"):
             llm["accelerator_type"] = model["accelerator_type"]
         if model.get("max_ongoing_requests"):
-            llm["deployment_config"] = {"max_ongoing_requests": int(model["max_ongoing_requests"])}
+            llm["deployment_config"]["max_ongoing_requests"] = int(model["max_ongoing_requests"])
         llm_configs.append(llm)
         # Replicas and autoscaling as deployment overrides: applied in place, no rebuild, no restart.
         autoscaling = dict(model.get("autoscaling_config") or {})

@@ -52,7 +52,8 @@ options:
         node), C(ingress_dir) (the directory of C(rayvllm_serve_ingress.py) on every node), C(api_key_file),
         C(http_host), C(http_port), C(proxy_location) (V(HeadOnly) or V(EveryNode)), C(env_vars), C(ingress_replicas),
         C(max_surge_percent) (0 for none; Ray 2.60 or later), C(model_sources) (model name to the path its replicas
-        load; default its C(model_path))."
+        load; default its C(model_path)), C(code_version) (a digest of the shipped C(rayvllm_serve_ingress.py): a new
+        one rebuilds the application)."
     type: dict
     required: true
   timeout:

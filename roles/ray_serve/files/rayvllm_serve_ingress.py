@@ -24,16 +24,32 @@ so the collection ships this subclass and names it there:
 - The file is re-read when it changes (inode, size or mtime), so a new key takes effect without a
   redeploy; an unreadable or empty file keeps the last key (never opens the API).
 
-Imported by the application's build task and its ingress replicas, in the vLLM venv (the
-application's ``runtime_env`` puts this file's directory on ``PYTHONPATH``). The middleware and the
-key file need only the standard library (unit-tested without Ray); the ingress class exists only
-where Ray Serve LLM imports.
+Each model's replicas run ``LLMServer`` from here (``server_cls`` of every ``llm_configs`` entry),
+Ray's own ``LLMServer`` with a health check that asks the engine itself. Ray's check only asks
+whether vLLM's engine process died (``AsyncLLM.check_health``: ``if self.errored: raise``); an
+engine that hangs (its EngineCore process stopped, a rank stuck in a collective) passes it forever
+while every request waits. Here each check also sends a no-op call through the engine to every
+worker (``collective_rpc("check_health")``: vLLM's workers answer it with nothing, between two
+steps of the engine's loop) and fails when it takes longer than ``ENGINE_PROBE_TIMEOUT_S``. After
+``ENGINE_FENCE_AFTER`` failures in a row the replica kills its own child processes (the engine and
+its workers, which a stopped process would otherwise outlive, holding the accelerator's memory): the
+requests waiting on them fail, the next check fails at once, and Serve stops the replica and starts
+another after its third failed check (``REPLICA_HEALTH_CHECK_UNHEALTHY_THRESHOLD``). Only the hung
+replica goes; Serve's own replacement does the rest. The class is named ``LLMServer`` because
+Ray names a model's deployment after its class (``LLMServer:<model id>``).
+
+Imported by the application's build task and its replicas, in the vLLM venv (the application's
+``runtime_env`` puts this file's directory on ``PYTHONPATH``). The middleware, the key file and the
+probe's bookkeeping need only the standard library (unit-tested without Ray); the ingress and
+server classes exist only where Ray Serve LLM imports.
 """
 
+import asyncio
 import hmac
 import json
 import logging
 import os
+import signal
 
 logger = logging.getLogger("ray.serve")
 
@@ -126,10 +142,98 @@ class BearerKey:
         )
 
 
+# The engine liveness check of each model's replicas (LLMServer below).
+ENGINE_PROBE_TIMEOUT_S = 15.0
+ENGINE_FENCE_AFTER = 2
+
+
+class EngineProbe:
+    """One replica's engine liveness: ``check(call, fence)`` runs ``call()`` (a coroutine function: the no-op
+    call through the engine) within ``timeout``; a failure counts, and ``fence()`` runs once failures reach
+    ``fence_after`` in a row. Raises RuntimeError on failure (Serve counts it as a failed health check)."""
+
+    def __init__(self, timeout=ENGINE_PROBE_TIMEOUT_S, fence_after=ENGINE_FENCE_AFTER):
+        self.timeout = timeout
+        self.fence_after = fence_after
+        self.failures = 0
+        self.fenced = False
+
+    async def check(self, call, fence):
+        try:
+            await asyncio.wait_for(call(), self.timeout)
+        except Exception as exc:  # a timeout, or the engine's own error
+            self.failures += 1
+            why = "no answer in %ss" % self.timeout if isinstance(exc, asyncio.TimeoutError) else repr(exc)[:300]
+            if self.failures >= self.fence_after and not self.fenced:
+                self.fenced = True
+                killed = fence()
+                logger.error(
+                    "rayvllm: the vLLM engine of this replica is hung (%d failed checks in a row: %s); its "
+                    "processes %s killed, Serve replaces the replica",
+                    self.failures,
+                    why,
+                    killed,
+                )
+            raise RuntimeError(
+                "rayvllm: the vLLM engine did not answer a no-op call (%s; %d failed in a row)" % (why, self.failures)
+            ) from None
+        self.failures = 0
+
+
+def descendants(pid, proc="/proc"):
+    """The pids of ``pid``'s children, recursively, read from /proc (Linux)."""
+    parents = {}
+    for entry in os.listdir(proc):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc, entry, "stat")) as handle:
+                stat = handle.read()
+        except OSError:  # gone meanwhile
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after its last ')'.
+        parents.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_children(pid=None):
+    """SIGKILL this process's children, recursively (a stopped process gets it too); the pids killed."""
+    killed = []
+    for child in descendants(os.getpid() if pid is None else pid):
+        try:
+            os.kill(child, signal.SIGKILL)
+            killed.append(child)
+        except OSError:  # gone meanwhile
+            pass
+    return killed
+
+
 try:
     from ray.serve.llm.ingress import OpenAiIngress
+    from ray.serve.llm import LLMServer as _RayLLMServer
 except ImportError:  # unit tests, and any interpreter without Ray Serve LLM: only the middleware
-    OpenAiIngress = None
+    OpenAiIngress = _RayLLMServer = None
+
+if _RayLLMServer is not None:
+
+    class LLMServer(_RayLLMServer):
+        """Ray Serve LLM's LLMServer whose health check also asks the engine (EngineProbe)."""
+
+        async def check_health(self):
+            await super().check_health()  # a dead engine process
+            if self.engine is None:  # still starting
+                return
+            probe = self.__dict__.setdefault("_rayvllm_probe", EngineProbe())
+            # No timeout for vLLM itself: its executor would give up on a worker's answer but not drop it, and the
+            # next call (a step of the model) would read that late answer. The wait is bounded here instead; a late
+            # answer to an abandoned call is dropped by vLLM's client.
+            await probe.check(lambda: self.collective_rpc("check_health"), kill_children)
+
 
 if OpenAiIngress is not None:
 

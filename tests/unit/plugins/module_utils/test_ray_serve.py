@@ -1,9 +1,15 @@
-"""Ray Serve LLM mode: the Serve config, change classification, status parsing, the ingress's key check."""
+"""Ray Serve LLM mode: the Serve config, change classification, status parsing, the ingress's key check and the
+replicas' engine liveness check."""
 
 import asyncio
 import importlib.util
 import io
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 from pathlib import Path
 from urllib.error import HTTPError
@@ -93,6 +99,9 @@ def test_build_config_writes_what_the_cluster_needs():
     llama = app["args"]["llm_configs"][0]
     assert llama["model_loading_config"] == {"model_id": "tiny-llama", "model_source": "/srv/models/tiny-llama"}
     assert llama["engine_kwargs"] == {"max_model_len": 256, "tensor_parallel_size": 1, "pipeline_parallel_size": 1}
+    # Each model's replicas: the shipped LLMServer, whose health check asks the engine (Serve replaces a hung one).
+    assert llama["server_cls"] == "rayvllm_serve_ingress:LLMServer"
+    assert llama["deployment_config"] == {"health_check_period_s": 10, "health_check_timeout_s": 30}
     assert app["args"]["ingress_cls_config"] == {
         "ingress_cls": "rayvllm_serve_ingress:KeyedOpenAiIngress",
         "ingress_extra_kwargs": {"api_key_file": "/etc/vllm/ray_serve_api_key"},
@@ -117,7 +126,16 @@ def test_build_config_surge_sources_and_extra_autoscaling():
     assert dep["autoscaling_config"]["downscale_delay_s"] == 20
     llm = app["args"]["llm_configs"][0]
     assert llm["model_loading_config"]["model_source"] == "/srv/models/tiny-llama.revisions/abc"
-    assert llm["deployment_config"] == {"max_ongoing_requests": 64}
+    assert llm["deployment_config"] == {"health_check_period_s": 10, "health_check_timeout_s": 30,
+                                        "max_ongoing_requests": 64}  # fmt: skip
+
+
+def test_a_new_ingress_file_is_a_new_code_version():
+    one, two = config(code_version="aaaa"), config(code_version="bbbb")
+    assert one["applications"][0]["runtime_env"]["env_vars"]["RAYVLLM_SERVE_CODE"] == "aaaa"
+    running = rs.running_config(details(one))
+    assert rs.classify(two, running)["kind"] == "rolling"
+    assert rs.classify(config(code_version="aaaa"), running)["changed"] is False
 
 
 def test_the_key_is_never_in_the_config():
@@ -369,3 +387,72 @@ def test_ingress_key_file_rotation_and_failures(tmp_path):
     assert keys.current() == b"second-key-11111111"
     key_file.unlink()  # a vanished file keeps the last key: the API never opens
     assert keys.current() == b"second-key-11111111"
+
+
+# The engine liveness check of each model's replicas (LLMServer in rayvllm_serve_ingress.py).
+def test_engine_probe_fences_a_hung_engine_once_after_two_failed_checks():
+    probe = ingress.EngineProbe(timeout=0.05, fence_after=2)
+    fenced = []
+
+    def fence():
+        fenced.append(True)
+        return [4242]
+
+    async def hangs():
+        await asyncio.sleep(10)
+
+    async def answers():
+        return []
+
+    asyncio.run(probe.check(answers, fence))
+    with pytest.raises(RuntimeError, match="no answer in 0.05s; 1 failed in a row"):
+        asyncio.run(probe.check(hangs, fence))
+    assert not fenced  # one slow check is not a hang
+    asyncio.run(probe.check(answers, fence))  # an answer resets the count
+    for count in (1, 2, 3):
+        with pytest.raises(RuntimeError, match="%d failed in a row" % count):
+            asyncio.run(probe.check(hangs, fence))
+    assert fenced == [True]  # once, at the second failure in a row; Serve replaces the replica after its third
+
+
+def test_engine_probe_counts_the_engines_own_error():
+    probe = ingress.EngineProbe(timeout=1, fence_after=1)
+
+    async def dead():
+        raise OSError("EngineDeadError")
+
+    with pytest.raises(RuntimeError, match="EngineDeadError"):
+        asyncio.run(probe.check(dead, lambda: []))
+    assert probe.fenced
+
+
+def test_kill_children_kills_the_descendants_of_a_process_also_stopped_ones():
+    # A stand-in replica: its engine process (stopped, as a hung one may be) and the engine's own child.
+    engine_code = (
+        "import subprocess, sys, time\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "time.sleep(60)\n"
+    )
+    code = (
+        "import subprocess, sys\n"
+        "engine = subprocess.Popen([sys.executable, '-c', %r])\n"
+        "print(engine.pid, flush=True)\n"
+        "print(engine.wait(), flush=True)\n" % engine_code
+    )
+    replica = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        engine = int(replica.stdout.readline())
+        for _ in range(200):
+            if ingress.descendants(replica.pid) == [engine] + ingress.descendants(engine) != [engine]:
+                break
+            time.sleep(0.05)
+        tree = ingress.descendants(replica.pid)
+        assert len(tree) == 2 and tree[0] == engine, tree
+        os.kill(engine, signal.SIGSTOP)
+        assert sorted(ingress.kill_children(replica.pid)) == sorted(tree)
+        assert replica.stdout.readline().strip() == str(-signal.SIGKILL)  # the replica saw its engine killed
+        assert replica.wait(timeout=10) == 0
+    finally:
+        replica.kill()
+        for pid in ingress.descendants(replica.pid):
+            os.kill(pid, signal.SIGKILL)
