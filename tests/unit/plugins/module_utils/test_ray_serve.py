@@ -442,7 +442,7 @@ def test_kill_children_kills_the_descendants_of_a_process_also_stopped_ones():
     replica = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     try:
         engine = int(replica.stdout.readline())
-        for _ in range(200):
+        for _attempt in range(200):
             if ingress.descendants(replica.pid) == [engine] + ingress.descendants(engine) != [engine]:
                 break
             time.sleep(0.05)
