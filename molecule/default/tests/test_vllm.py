@@ -116,7 +116,11 @@ def test_bad_model_path_on_workers_fails_before_vllm_restarts(host):
     host.run_expect([0], "mkdir -p /srv/models/only-on-head")
     host.run_expect([0], "cp /srv/models/tiny-llama/config.json /srv/models/only-on-head/")
     before = main_pids()
-    rc, out = playbook("playbooks/vllm.yml", "-e", "model_source=shared", "-e", "model_path=/srv/models/only-on-head")
+    # Cluster default's hosts: cluster b (Ray Serve LLM) stages its own models' weights.
+    limit = ",".join(NODE_IPS)
+    rc, out = playbook(
+        "playbooks/vllm.yml", "--limit", limit, "-e", "model_source=shared", "-e", "model_path=/srv/models/only-on-head"
+    )
     assert rc != 0
     assert "/srv/models/only-on-head/config.json is missing on ray-worker-1" in out
     assert "/srv/models/only-on-head/config.json is missing on ray-worker-2" in out
