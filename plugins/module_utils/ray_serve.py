@@ -395,6 +395,25 @@ def to_text(config):
     return json.dumps(normalize(config), indent=2, sort_keys=True) + "\n" if config is not None else ""
 
 
+def restorable(running):
+    """The running config (``running_config``) as a config to send back, for a rollback: None when Serve does not run
+    or runs no application that was deployed from a config (nothing to put back)."""
+    if not running:
+        return None
+    apps = [app for app in running.get("applications") or [] if app.get("import_path")]
+    if not apps:
+        return None
+    return normalize(dict(running, applications=apps))
+
+
+def served_models(config):
+    """The OpenAI model ids a Serve config serves (its LLM applications' llm_configs), sorted."""
+    names = set()
+    for app in (config or {}).get("applications") or []:
+        names.update(name for name in _models_of(app) if name)
+    return sorted(names)
+
+
 def _models_of(app):
     configs = ((app or {}).get("args") or {}).get("llm_configs") or []
     return {(c.get("model_loading_config") or {}).get("model_id"): c for c in configs if isinstance(c, dict)}

@@ -43,9 +43,14 @@ options:
         C(tensor_parallel_size), C(pipeline_parallel_size), C(min_replicas), C(max_replicas),
         C(target_ongoing_requests), C(engine_kwargs) and optionally C(max_ongoing_requests),
         C(autoscaling_config) (more autoscaling keys, e.g. C(downscale_delay_s)), C(accelerator_type).
+      - Required unless O(config) is given.
     type: list
     elements: dict
-    required: true
+  config:
+    description:
+      - A whole Serve config to apply instead of one built from O(models) and O(settings); for a rollback, the
+        RV(previous) of an earlier call. Mutually exclusive with O(models).
+    type: dict
   settings:
     description:
       - "The cluster's Serve settings: C(app_name), C(python) (the vLLM venv's interpreter, the same path on every
@@ -54,8 +59,8 @@ options:
         C(max_surge_percent) (0 for none; Ray 2.60 or later), C(model_sources) (model name to the path its replicas
         load; default its C(model_path)), C(code_version) (a digest of the shipped C(rayvllm_serve_ingress.py): a new
         one rebuilds the application)."
+      - Required with O(models).
     type: dict
-    required: true
   timeout:
     description: Seconds to wait until every application is RUNNING with the new config.
     type: int
@@ -124,6 +129,26 @@ change:
       type: list
       elements: str
   sample: {"kind": "in_place", "models": {"tiny-llama": "in_place"}, "last_replica_down": [], "http_restart": []}
+models:
+  description: The model ids the config sent (or that would be sent) serves.
+  returned: always
+  type: list
+  elements: str
+previous:
+  description:
+    - The config Serve ran before this call, normalized, as O(config) takes it to put it back; V(null) when Serve
+      ran no application deployed from a config. No secret is part of it.
+  returned: always
+  type: dict
+previous_models:
+  description: The model ids RV(previous) serves.
+  returned: always
+  type: list
+  elements: str
+sent:
+  description: Whether a config was sent to Serve (false in check mode, when nothing changes, or when it failed before).
+  returned: always
+  type: bool
 status:
   description: Per application - C(status), C(message), and per deployment its status, message and replicas.
   returned: always
@@ -146,7 +171,9 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_serve import (
     normalize,
     parse_status,
     put_config,
+    restorable,
     running_config,
+    served_models,
     supports_max_surge,
     to_text,
     wait_running,
@@ -161,21 +188,29 @@ def main():
             dashboard_url=dict(type="str", required=True),
             token=dict(type="str", no_log=True),
             token_file=dict(type="path"),
-            models=dict(type="list", elements="dict", required=True),
-            settings=dict(type="dict", required=True),
+            models=dict(type="list", elements="dict"),
+            config=dict(type="dict"),
+            settings=dict(type="dict"),
             timeout=dict(type="int", default=1800),
             interval=dict(type="float", default=5),
         ),
-        mutually_exclusive=[("token", "token_file")],
+        mutually_exclusive=[("token", "token_file"), ("models", "config")],
+        required_one_of=[("models", "config")],
+        required_by={"models": "settings"},
         supports_check_mode=True,
     )
     p = module.params
-    settings = p["settings"]
-    missing = [k for k in REQUIRED_SETTINGS if settings.get(k) in (None, "")]
-    if missing:
-        module.fail_json(msg="settings lacks %s" % ", ".join(missing))
-    if settings.get("max_surge_percent") and not supports_max_surge(settings.get("ray_version", "2.60.0")):
-        module.fail_json(msg="max_surge_percent needs Ray 2.60.0 or later (ray_version %s)" % settings["ray_version"])
+    settings = p["settings"] or {}
+    if p["models"] is not None:
+        missing = [k for k in REQUIRED_SETTINGS if settings.get(k) in (None, "")]
+        if missing:
+            module.fail_json(msg="settings lacks %s" % ", ".join(missing))
+        if settings.get("max_surge_percent") and not supports_max_surge(settings.get("ray_version", "2.60.0")):
+            module.fail_json(
+                msg="max_surge_percent needs Ray 2.60.0 or later (ray_version %s)" % settings["ray_version"]
+            )
+    elif not (p["config"].get("applications") or []):
+        module.fail_json(msg="config has no applications: nothing to apply")
     token = p["token"]
     if p["token_file"]:
         try:
@@ -183,7 +218,7 @@ def main():
         except ValueError as exc:
             module.fail_json(msg=str(exc))
     url = p["dashboard_url"]
-    desired = build_config(p["models"], settings)
+    desired = build_config(p["models"], settings) if p["models"] is not None else p["config"]
     apps = [a["name"] for a in desired["applications"]]
 
     try:
@@ -193,7 +228,17 @@ def main():
     running = running_config(details)
     status = parse_status(details)
     change = classify(desired, running, status, max_surge=bool(settings.get("max_surge_percent")))
-    result = dict(changed=change["changed"], config=normalize(desired), change=change, status=status)
+    previous = restorable(running)
+    result = dict(
+        changed=change["changed"],
+        config=normalize(desired),
+        models=served_models(desired),
+        change=change,
+        status=status,
+        previous=previous,
+        previous_models=served_models(previous),
+        sent=False,
+    )
     if module._diff:
         result["diff"] = dict(
             before=to_text(running), after=to_text(desired), before_header="running Serve config", after_header="new"
@@ -213,6 +258,7 @@ def main():
         put_config(url, desired, token)
     except ServeError as exc:
         module.fail_json(msg="Serve refused the config: %s" % exc, **result)
+    result["sent"] = True
 
     want = normalize(desired)
 

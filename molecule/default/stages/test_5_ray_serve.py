@@ -15,6 +15,7 @@ import threading
 import time
 
 import pytest
+from ansible_collections.rayvllm.fleet.plugins.module_utils import ray_serve
 from sandbox import (
     B_SETTINGS,
     CLUSTER_URLS,
@@ -187,3 +188,33 @@ def test_an_engine_kwargs_change_rolls_under_router_load_with_no_failed_request(
     chat = next(c for c in configs if c["model_loading_config"]["model_id"] == "tiny-chat")
     assert chat["engine_kwargs"]["max_num_seqs"] == 8
     assert complete_b("tiny-chat") >= 1
+
+
+@SLOW
+def test_an_engine_kwargs_change_that_fails_is_rolled_back_and_the_run_fails_naming_it():
+    """tiny-chat with a max_model_len its model cannot take (512 positions): its new replica never starts and the
+    application fails; the ray_serve role sends the config that ran before again, gates every model, and the run
+    fails with the cause and "ROLLED BACK". The router's clients see no failed request (cluster default serves)."""
+    before = serve_details()["applications"][SERVE_APP]["deployed_app_config"]
+    llama = {"min_replicas": 2} if before_llama_min(before) == 2 else None
+    bad = {"engine_kwargs": {**MODELS["tiny-chat"]["engine_kwargs"], "max_model_len": 4096}}
+    with CompletionPoller(url=ROUTER_URL) as poll:
+        started = time.monotonic()
+        rc, out = playbook("site.yml", inventory=inventory(llama=llama, chat=bad))
+        took = time.monotonic() - started
+    report = poll.report()
+    print(f"failed Serve change rolled back: rc {rc} in {took:.0f} s; router load {report}")
+    assert rc != 0, out[-4000:]
+    assert "ROLLED BACK: cluster b serves its Serve config of before again" in out, out[-6000:]
+    assert report["failed"] == 0, report
+    after = serve_details()["applications"][SERVE_APP]
+    assert after["status"] == "RUNNING", after.get("message")
+    same = [ray_serve.normalize({"applications": [app]}) for app in (after["deployed_app_config"], before)]
+    assert same[0] == same[1], same
+    assert complete_b("tiny-chat") >= 1 and complete_b("tiny-llama") >= 1
+
+
+def before_llama_min(config):
+    """tiny-llama's min_replicas in a deployed Serve config (the replicas test above sets 2)."""
+    deployment = next(d for d in config["deployments"] if d["name"] == "LLMServer:tiny-llama")
+    return int(deployment["autoscaling_config"]["min_replicas"])

@@ -19,7 +19,8 @@ so the collection ships this subclass and names it there:
   ``check_health`` fails a replica on which the hook did not run, so an ingress never serves
   unguarded for longer than Serve's first health check.
 - Every path needs ``Authorization: Bearer <key>`` except ``/health`` (answered here with 200, as
-  vLLM's ``/health``: vllm-router and the readiness gate ask it without a key). A wrong or missing
+  vLLM's ``/health``: vllm-router and the readiness gate ask it without a key) and ``/version``
+  (vLLM's release, as vLLM's own server answers it: status.yml compares it). A wrong or missing
   key gets 401 with an OpenAI-style error body. The key is compared in constant time.
 - The file is re-read when it changes (inode, size or mtime), so a new key takes effect without a
   redeploy; an unreadable or empty file keeps the last key (never opens the API).
@@ -55,6 +56,7 @@ logger = logging.getLogger("ray.serve")
 
 # Paths answered without a key.
 HEALTH_PATH = "/health"
+VERSION_PATH = "/version"
 
 
 class KeyFile:
@@ -98,6 +100,15 @@ def authorized(headers, key):
     return False
 
 
+def vllm_version():
+    """The vLLM release this process runs (the application's venv: the replicas' too); '' without vLLM."""
+    try:
+        from vllm import __version__
+    except ImportError:
+        return ""
+    return str(__version__)
+
+
 async def _respond(send, status, body):
     data = json.dumps(body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
@@ -108,7 +119,8 @@ async def _respond(send, status, body):
 
 
 class BearerKey:
-    """ASGI middleware: ``/health`` answers 200; every other HTTP or websocket request needs the key."""
+    """ASGI middleware: ``/health`` answers 200 and ``/version`` vLLM's release, as vLLM's own server does without a
+    key (vllm-router, the readiness gate and status.yml ask them); every other HTTP or websocket request needs it."""
 
     def __init__(self, app, key_file):
         self.app = app
@@ -120,6 +132,8 @@ class BearerKey:
             return await self.app(scope, receive, send)
         if kind == "http" and scope.get("path") == HEALTH_PATH:
             return await _respond(send, 200, {})
+        if kind == "http" and scope.get("path") == VERSION_PATH:
+            return await _respond(send, 200, {"version": vllm_version()})
         try:
             ok = authorized(scope.get("headers") or [], self.key_file.current())
         except ValueError:

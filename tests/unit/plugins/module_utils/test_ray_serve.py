@@ -163,6 +163,19 @@ def test_nothing_running_is_a_start():
     assert change["kind"] == "start" and change["models"] == {"tiny-llama": "new", "tiny-chat": "new"}
 
 
+def test_the_running_config_can_be_sent_back_and_names_its_models():
+    before = config()
+    previous = rs.restorable(rs.running_config(details(before)))
+    assert rs.served_models(previous) == ["tiny-chat", "tiny-llama"]
+    # Sent back, it is the running config again: no change against what ran.
+    assert rs.classify(previous, rs.running_config(details(before)))["changed"] is False
+    assert rs.normalize(previous) == rs.normalize(before)
+    # Nothing to put back: Serve not running, or an application Serve shows without a deployed config.
+    assert rs.restorable(None) is None
+    assert rs.restorable({"proxy_location": "HeadOnly", "applications": [{"name": "llm"}]}) is None
+    assert rs.served_models(None) == []
+
+
 def test_replicas_change_is_in_place():
     before = config()
     after = config([model(min_replicas=2, max_replicas=3), model("tiny-chat", max_replicas=1)])
@@ -369,6 +382,9 @@ def test_ingress_requires_the_key(tmp_path):
         assert sent[0]["status"] == 401
         assert b"s3cret" not in sent[1]["body"] and json.loads(sent[1]["body"])["error"]["code"] == 401
     assert call(app, "/health")[0]["status"] == 200
+    # vLLM's release, without a key like vLLM's own /version (status.yml reads it); '' where vLLM is not installed.
+    version = call(app, "/version")
+    assert version[0]["status"] == 200 and json.loads(version[1]["body"]) == {"version": ingress.vllm_version()}
     assert call(app, "/tokenize")[0]["status"] == 401
     assert call(app, "/ws", kind="websocket") == [{"type": "websocket.close", "code": 1008}]
 
