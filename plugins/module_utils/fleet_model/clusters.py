@@ -235,7 +235,7 @@ def build_clusters(fleet):
             ),
             # The file on the head that holds the key clients send (the router, status.yml and smoke.yml read it
             # there): vLLM's environment file (its VLLM_API_KEY line), or on a ray_serve cluster the file Serve's
-            # ingress reads (the whole file; the ray_serve role's default ray_serve_api_key_file).
+            # ingress reads (the whole file; the ray_serve role's ray_serve_api_key_file).
             "api_key_file": _api_key_file(hs),
             # Declared GPUs per node, head first (None where Ray detects them).
             "gpus_per_node": gpus,
@@ -246,7 +246,8 @@ def build_clusters(fleet):
 def _api_key_file(settings):
     if (settings.get("vllm_serving_mode") or "vllm_serve") == "vllm_serve":
         return "%s/vllm.env" % settings.get("vllm_config_dir")
-    return "%s/serve_api_key" % settings.get("ray_config_dir")
+    # The ray_serve role's ray_serve_api_key_file: the inventory's, else its default (<ray_config_dir>/serve_api_key).
+    return settings.get("ray_serve_api_key_file") or "%s/serve_api_key" % settings.get("ray_config_dir")
 
 
 def _gpu_count(value):

@@ -59,7 +59,9 @@ NODE_ROLES = ("ray", "vllm", "preflight")
 # Settings every node of one cluster must share: Ray refuses mixed versions, and the head, the workers and the vLLM
 # server find each other on these ports.
 CLUSTER_UNIFORM = (
-    ("ray_version", "vllm_version", "vllm_package", "ray_auth_mode", "vllm_serving_mode") + RAY_PORTS + ("vllm_port",)
+    ("ray_version", "vllm_version", "vllm_package", "ray_auth_mode", "vllm_serving_mode")
+    + RAY_PORTS
+    + ("vllm_port", "ray_serve_api_key_file")  # the one path in a Serve config, read on every node
 )
 
 # Inventory variables of the fleet model itself (no role default: computed here). The versions have no role
@@ -76,6 +78,9 @@ INPUTS = (
     "vllm_max_model_len",
     "vllm_extra_args",
     "model_path",
+    # A ray_serve cluster's key file when the inventory moves it (the ray_serve role's default is derived from
+    # ray_config_dir, as the model's: see fleet_model/clusters.py).
+    "ray_serve_api_key_file",
 ) + PINNED_VERSIONS
 # Secrets the model compares between hosts but never holds: the filter hands it a digest of each.
 DIGESTS = ("vllm_api_key",)

@@ -60,6 +60,14 @@ def test_each_cluster_names_the_file_on_its_head_that_holds_the_key():
     assert problems == []
     assert model["clusters"]["a"]["api_key_file"] == "/etc/vllm/vllm.env"
     assert model["clusters"]["b"]["api_key_file"] == "/etc/ray/serve_api_key"
+    # Moved in the inventory (ray_serve_api_key_file): the role writes it there, and the readers look there.
+    hosts["b1"] = host("10.0.1.1", "b", vllm_serving_mode="ray_serve", ray_serve_api_key_file="/srv/keys/serve")
+    model, problems = build(["a1", "b1"], [], hosts)
+    assert problems == [] and model["clusters"]["b"]["api_key_file"] == "/srv/keys/serve"
+    # One path for the whole cluster: the Serve config names it, and replicas read it on any node.
+    hosts["b2"] = host("10.0.1.2", "b", vllm_serving_mode="ray_serve")
+    _model, problems = build(["a1", "b1"], ["b2"], hosts)
+    assert any("ray_serve_api_key_file must be the same on every node" in p for p in problems), problems
 
 
 def test_the_model_does_not_depend_on_the_order_the_inventory_lists_its_hosts():
