@@ -56,8 +56,12 @@ def main(url, model, requests, concurrency, max_tokens, deadline_s):
             if name == "VLLM_API_KEY":
                 # env_file filter quoting: "..." with \ " $ ` escaped
                 key = re.sub(r"\\(.)", r"\1", value[1:-1] if value.startswith('"') else value)
-        if not key and "=" not in text:
-            key = text.strip()  # a file holding only the key (a ray_serve cluster's)
+        lines = text.strip().splitlines()
+        # A file holding only the key (a ray_serve cluster's; '=' may end a base64 key), not an environment line:
+        # the rule of read_api_key in plugins/module_utils/fleet_status.py (this script runs alone on the host).
+        env_line = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=[\"']|[A-Z_][A-Z0-9_]*=)")
+        if not key and len(lines) == 1 and not env_line.match(lines[0].strip()):
+            key = lines[0].strip()
     start = time.monotonic()
     deadline = start + float(deadline_s)
     with ThreadPoolExecutor(int(concurrency)) as pool:

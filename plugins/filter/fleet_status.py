@@ -21,6 +21,12 @@ def fleet_status_table(report):
     return render(report)
 
 
+def api_key(text):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_status import read_api_key
+
+    return read_api_key(text or "")
+
+
 class FilterModule:
     def filters(self):
-        return {"fleet_status": fleet_status, "fleet_status_table": fleet_status_table}
+        return {"fleet_status": fleet_status, "fleet_status_table": fleet_status_table, "api_key": api_key}

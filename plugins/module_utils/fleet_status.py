@@ -65,9 +65,15 @@ def parse_cluster_metadata(payload):
         return ""
 
 
+# A line of a systemd environment file (NAME="value" as the env_file filter writes it, or NAME=value with an upper-case
+# name): not a key, even alone in a file. A key may hold '=' (base64 padding).
+_ENV_LINE = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=[\"']|[A-Z_][A-Z0-9_]*=)")
+
+
 def read_api_key(text):
     """The API key in a file: the value of ``VLLM_API_KEY=`` in a systemd environment file (vllm.env: quoted,
-    escaped), else the content of a one-line key file (ray_serve's); '' when neither."""
+    escaped), else the content of a one-line key file (ray_serve's); '' when neither. The one parser of key files:
+    the fleet_status_probe module and the router (the rayvllm.fleet.api_key filter) use it."""
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("VLLM_API_KEY="):
@@ -76,7 +82,7 @@ def read_api_key(text):
                 value = re.sub(r"\\(.)", r"\1", value[1:-1])
             return value
     lines = text.strip().splitlines()
-    return lines[0].strip() if len(lines) == 1 and "=" not in lines[0] else ""
+    return lines[0].strip() if len(lines) == 1 and not _ENV_LINE.match(lines[0].strip()) else ""
 
 
 def parse_rotation(payload):

@@ -206,6 +206,8 @@ def test_probe_vllm_refused_key_and_no_version():
         ("VLLM_API_KEY=plain\n", "plain"),
         ("only-the-key\n", "only-the-key"),
         ('OTHER="1"\n', ""),
+        ("OTHER=1\n", ""),
+        ("bXlrZXk=\n", "bXlrZXk="),  # a base64 key with its padding (a ray_serve key file)
         ("", ""),
     ],
 )
