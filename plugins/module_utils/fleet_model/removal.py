@@ -75,15 +75,16 @@ def removal_problems(names, full, groups, hosts, defaults):
             continue
         left = [h for h in cluster["hosts"] if h not in names]
         head = settings.get(cluster["head"], {})
-        if head.get("vllm_serving_mode", "vllm_serve") != "vllm_serve":
-            continue
         gpus = {h: _int(settings[h].get("ray_num_gpus"), None) for h in left}
         if any(g is None for g in gpus.values()):
             continue  # Ray detects them (ray_num_gpus null): nothing to count against here
-        tp = _int(head.get("vllm_tensor_parallel_size"), 1) or 1
-        pp = _int(head.get("vllm_pipeline_parallel_size") or 1, 1) or 1
         declared = sum(gpus.values())
         what = "%s GPUs (%s)" % (declared, join("%s %s" % (h, g) for h, g in gpus.items()))
+        if head.get("vllm_serving_mode", "vllm_serve") != "vllm_serve":
+            problems.extend(_serve_problems(gone, cname, what, declared, head.get("ray_serve_models")))
+            continue
+        tp = _int(head.get("vllm_tensor_parallel_size"), 1) or 1
+        pp = _int(head.get("vllm_pipeline_parallel_size") or 1, 1) or 1
         if tp * pp > declared:
             problems.append(
                 "Removing %s leaves cluster %s %s, but its vLLM needs %d (vllm_tensor_parallel_size %d x "
@@ -98,6 +99,29 @@ def removal_problems(names, full, groups, hosts, defaults):
                 % (join(gone), cname, tp, what)
             )
     return problems
+
+
+def _serve_problems(gone, cname, what, declared, models):
+    """A ray_serve cluster: the GPUs it keeps must hold every model at max_replicas (max_replicas x TP x PP each, what
+    preflight asks of the fleet that stays; Ray's drain moves the leaving node's replicas to them). Models preflight
+    would refuse anyway (missing or unusable numbers) are not counted here."""
+    parts, need = [], 0
+    for model in models if isinstance(models, list) else []:
+        if not isinstance(model, dict):
+            continue
+        counts = [_int(model.get(k), None) for k in ("max_replicas", "tensor_parallel_size", "pipeline_parallel_size")]
+        if None in counts:
+            continue
+        need += counts[0] * counts[1] * counts[2]
+        parts.append("%s %d x %d x %d" % (model.get("name"), counts[0], counts[1], counts[2]))
+    if need <= declared:
+        return []
+    return [
+        "Removing %s leaves cluster %s %s, but its Ray Serve models need %d at max_replicas (max_replicas x "
+        "tensor_parallel_size x pipeline_parallel_size: %s): nothing was changed. Lower max_replicas in "
+        "ray_serve_models first (site.yml applies it in place), or add a node in its place."
+        % (join(gone), cname, what, need, ", ".join(parts))
+    ]
 
 
 def build_without(build, leaving, heads, workers, hosts, defaults, monitoring=(), routers=()):

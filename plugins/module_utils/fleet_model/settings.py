@@ -81,6 +81,8 @@ INPUTS = (
     # A ray_serve cluster's key file when the inventory moves it (the ray_serve role's default is derived from
     # ray_config_dir, as the model's: see fleet_model/clusters.py).
     "ray_serve_api_key_file",
+    # A ray_serve cluster's models: the GPUs a removal leaves must hold them (fleet_model/removal.py).
+    "ray_serve_models",
 ) + PINNED_VERSIONS
 # Secrets the model compares between hosts but never holds: the filter hands it a digest of each.
 DIGESTS = ("vllm_api_key",)

@@ -112,6 +112,23 @@ def test_tensor_parallel_inside_one_node_needs_a_node_that_holds_it():
     assert problems == []
 
 
+def test_a_ray_serve_cluster_keeps_the_gpus_its_models_need_at_max_replicas():
+    serve = {"vllm_serving_mode": "ray_serve", "ray_num_gpus": 2, "vllm_tensor_parallel_size": 1}
+    models = [
+        {"name": "a", "max_replicas": 2, "tensor_parallel_size": 1, "pipeline_parallel_size": 1},
+        {"name": "b", "max_replicas": 1, "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
+    ]
+    _model, problems = fleet("w2", head={**serve, "ray_serve_models": models}, worker=serve)
+    assert problems == []  # 4 GPUs left (h 2, w1 2), 4 needed
+    _model, problems = fleet("w1,w2", head={**serve, "ray_serve_models": models}, worker=serve)
+    assert problems[0] == (
+        "Removing w1, w2 leaves cluster default 2 GPUs (h 2), but its Ray Serve models need 4 at max_replicas "
+        "(max_replicas x tensor_parallel_size x pipeline_parallel_size: a 2 x 1 x 1, b 1 x 2 x 1): nothing was "
+        "changed. Lower max_replicas in ray_serve_models first (site.yml applies it in place), or add a node in its "
+        "place."
+    )
+
+
 def test_gpus_ray_detects_are_not_counted_against():
     _model, problems = fleet("w1,w2", head={"ray_num_gpus": None}, worker={"ray_num_gpus": None})
     assert not any(p.startswith("Removing") for p in problems)
