@@ -432,7 +432,8 @@ def classify(desired, running, status=None, max_surge=False):
       replica of every deployment in it ("engine": that model's own engine_kwargs or weights changed,
       "rebuilt": replaced because another part of its application changed).
     - last_replica_down: models a rolling replacement leaves without a serving replica for a while: no surge and
-      at most one running replica (``status``: parse_status of the running Serve), or a model removed.
+      at most one running replica of the model or of the application's ingress (``status``: parse_status of the
+      running Serve), or a model removed.
     - http_restart: proxy_location / http_options keys that differ; Serve reads them only when it starts.
     """
     want = normalize(desired)
@@ -476,10 +477,12 @@ def classify(desired, running, status=None, max_surge=False):
         if old is not None and rebuilt:
             kinds.add("rolling")
             if not max_surge:
+                # A single ingress replica replaced takes every model of the application off the endpoint.
+                ingress_down = running_replicas.get(INGRESS_DEPLOYMENT, 0) <= 1
                 result["last_replica_down"] += [
                     m
                     for m in sorted(new_models)
-                    if m in old_models and running_replicas.get(deployment_name(m), 0) <= 1
+                    if m in old_models and (ingress_down or running_replicas.get(deployment_name(m), 0) <= 1)
                 ]
         elif old is None:
             kinds.add("rolling")

@@ -120,8 +120,8 @@ change:
         changed, so it is replaced) or V(rebuilt) (replaced because its application changed).
       type: dict
     last_replica_down:
-      description: Models a rolling replacement leaves without a serving replica for a while (no surge, one
-        replica), or that are removed.
+      description: Models a rolling replacement leaves without a serving replica for a while (no surge, and one
+        replica of the model or of the application's ingress), or that are removed.
       type: list
       elements: str
     http_restart:

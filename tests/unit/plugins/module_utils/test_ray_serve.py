@@ -188,12 +188,16 @@ def test_replicas_change_is_in_place():
 def test_engine_change_rolls_every_model_and_names_last_replicas():
     before = config()
     after = config([model(engine_kwargs={"max_model_len": 512}), model("tiny-chat", max_replicas=1)])
-    running = details(before, replicas={"LLMServer:tiny-llama": 2})
+    running = details(before, replicas={"LLMServer:tiny-llama": 2, rs.INGRESS_DEPLOYMENT: 2})
     change = rs.classify(after, rs.running_config(running), rs.parse_status(running))
     assert change["kind"] == "rolling"
     assert change["models"] == {"tiny-llama": "engine", "tiny-chat": "rebuilt"}
     # tiny-llama runs 2 replicas (one at a time is replaced), tiny-chat 1: without surge it has none for a while.
     assert change["last_replica_down"] == ["tiny-chat"]
+    # One ingress replica: replacing it takes every model off the endpoint for a while.
+    one_ingress = details(before, replicas={"LLMServer:tiny-llama": 2, rs.INGRESS_DEPLOYMENT: 1})
+    change = rs.classify(after, rs.running_config(one_ingress), rs.parse_status(one_ingress))
+    assert change["last_replica_down"] == ["tiny-chat", "tiny-llama"]
     surge = rs.classify(after, rs.running_config(running), rs.parse_status(running), max_surge=True)
     assert surge["last_replica_down"] == []
 
