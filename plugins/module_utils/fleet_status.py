@@ -324,6 +324,29 @@ def evaluate(model, probes, fail_severities=DEFAULT_FAIL_SEVERITIES):
                     vllm.get("error") or "not asked",
                 )
             )
+        # A ray_serve cluster's other models: one completion each too.
+        more = vllm.get("more") or {}
+        entry["more_serving"] = []
+        for other in [m for m in cluster.get("served_models") or [] if m != model_name]:
+            found = more.get(other) or {}
+            done = found.get("completion")
+            entry["more_serving"].append(
+                {
+                    "model": other,
+                    "tokens": done["tokens"] if done else 0,
+                    "seconds": done["seconds"] if done else None,
+                    "error": found.get("error", ""),
+                }
+            )
+            if probe and not done:
+                problems.append(
+                    _problem(
+                        head,
+                        "completion of %s at %s" % (other, entry["serving"]["url"]),
+                        "one completion",
+                        found.get("error") or "not asked",
+                    )
+                )
         if probe and completion and not entry["vllm"]["running"]:
             entry["vllm"]["running"] = "?"
         # The router's rotation.
@@ -401,6 +424,12 @@ def _versions(part):
     return running if running == asked else "%s (asked for %s)" % (running, asked)
 
 
+def _served(serving):
+    if serving.get("seconds") is not None:
+        return "%s: %d token(s) in %s s" % (serving["model"], serving["tokens"], serving["seconds"])
+    return "%s: NO (%s)" % (serving["model"], serving.get("error") or "not asked")
+
+
 def _table(rows):
     widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(str(cell).ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
@@ -410,11 +439,7 @@ def render(report):
     """One table per cluster (a list of lines), then the problems."""
     lines = []
     for name, c in sorted(report["clusters"].items()):
-        serving = c["serving"]
-        if serving.get("seconds") is not None:
-            served = "%s: %d token(s) in %s s" % (serving["model"], serving["tokens"], serving["seconds"])
-        else:
-            served = "%s: NO (%s)" % (serving["model"], serving.get("error") or "not asked")
+        served = "; ".join(_served(s) for s in [c["serving"]] + c.get("more_serving", []))
         rotation = ", ".join("%s on %s" % (state, host) for host, state in sorted(c["router"].items())) or "no router"
         if c["alerts"] is None:
             alerts = "? (Alertmanager not read)"

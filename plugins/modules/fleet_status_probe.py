@@ -49,6 +49,13 @@ options:
     description: The model name the completion asks for (required with O(vllm_url)).
     type: str
     default: ""
+  more_models:
+    description:
+      - More models the same server serves (a C(ray_serve) cluster's others), one completion each; their results in
+        RV(vllm.more).
+    type: list
+    elements: str
+    default: []
   prompt:
     description: Prompt of the completion.
     type: str
@@ -102,7 +109,7 @@ ray:
   type: dict
 vllm:
   description: C(url), C(model), C(version), C(version_error), C(completion) (C(tokens), C(seconds); null when it
-    failed) and C(error).
+    failed), C(error), and C(more) (per O(more_models) entry, its C(completion) and C(error)).
   returned: when O(vllm_url) is set
   type: dict
 routers:
@@ -137,6 +144,7 @@ def main():
             vllm_url=dict(type="str", default=""),
             vllm_api_key_files=dict(type="list", elements="path", default=[], no_log=False),
             model=dict(type="str", default=""),
+            more_models=dict(type="list", elements="str", default=[]),
             prompt=dict(type="str", default="The capital of France is"),
             max_tokens=dict(type="int", default=4, no_log=False),
             completion_timeout=dict(type="float", default=60),
@@ -165,6 +173,10 @@ def main():
         result["vllm"] = probe_vllm(
             p["vllm_url"], api_key, p["model"], p["prompt"], p["max_tokens"], p["completion_timeout"]
         )
+        result["vllm"]["more"] = {}
+        for name in p["more_models"]:
+            more = probe_vllm(p["vllm_url"], api_key, name, p["prompt"], p["max_tokens"], p["completion_timeout"])
+            result["vllm"]["more"][name] = {"completion": more["completion"], "error": more["error"]}
     result["routers"] = [probe_router(url, p["timeout"]) for url in p["router_urls"]]
     if p["alertmanager_url"]:
         result["alertmanager"] = probe_alertmanager(p["alertmanager_url"], p["timeout"])

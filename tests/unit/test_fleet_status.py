@@ -329,6 +329,22 @@ def test_no_completion_out_of_rotation_and_critical_alert():
     assert fs.evaluate(MODEL, probes, fail_severities=[])["problems_text"] == texts[:2]
 
 
+def test_every_model_of_a_ray_serve_cluster_answers_one_completion():
+    model = json.loads(json.dumps(MODEL))
+    model["clusters"]["b"]["served_models"] = ["tiny-llama", "tiny-chat"]
+    probes = healthy_probes()
+    probes["clusters"]["b"]["vllm"]["more"] = {"tiny-chat": {"completion": {"tokens": 4, "seconds": 0.2}, "error": ""}}
+    report = fs.evaluate(model, probes)
+    assert report["ok"], report["problems_text"]
+    assert "tiny-llama: 4 token(s) in 0.42 s; tiny-chat: 4 token(s) in 0.2 s" in "\n".join(fs.render(report))
+    probes["clusters"]["b"]["vllm"]["more"]["tiny-chat"] = {"completion": None, "error": "HTTP 404: no such model"}
+    report = fs.evaluate(model, probes)
+    assert report["problems_text"] == [
+        "ray-b-head: completion of tiny-chat at http://x:8000: expected one completion, found HTTP 404: no such model"
+    ]
+    assert "tiny-chat: NO (HTTP 404: no such model)" in "\n".join(fs.render(report))
+
+
 def test_unreached_head_router_and_alertmanager_are_problems():
     probes = healthy_probes()
     del probes["clusters"]["b"]

@@ -15,7 +15,6 @@ import threading
 import time
 
 import pytest
-from ansible_collections.rayvllm.fleet.plugins.module_utils import ray_serve
 from sandbox import (
     B_SETTINGS,
     CLUSTER_URLS,
@@ -35,6 +34,8 @@ from sandbox import (
     vllm_api_key,
     wait_for,
 )
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils import ray_serve  # the path: sandbox.py
 
 B = "ray-b-head"
 B_URL = CLUSTER_URLS["b"]

@@ -173,6 +173,28 @@ def _served_model_name(settings):
     return str(path).rstrip("/").rsplit("/", maxsplit=1)[-1]
 
 
+def _served_models(fleet, name, settings):
+    """(the cluster's model for clients and the router, every model it serves). A ray_serve cluster serves its
+    ray_serve_models: vllm_served_model_name, when set, must be one of them; else the name from the weights' path when
+    it is one, else the first."""
+    served = str(_served_model_name(settings))
+    if (settings.get("vllm_serving_mode") or "vllm_serve") == "vllm_serve":
+        return served, [served]
+    models = settings.get("ray_serve_models")
+    names = (
+        [str(m["name"]) for m in models if isinstance(m, dict) and m.get("name")] if isinstance(models, list) else []
+    )
+    if not names:
+        return served, [served]  # the ray_serve role's input checks name a cluster without models
+    if settings.get("vllm_served_model_name") not in (None, "") and served not in names:
+        fleet.problems.append(
+            "cluster '%s' serves %s through Ray Serve LLM (ray_serve_models) but vllm_served_model_name is %s: the "
+            "router and status.yml ask the cluster for it. Set vllm_served_model_name to one of its models, or leave "
+            "it unset (the first model then)." % (name, join(names), served)
+        )
+    return (served if served in names else names[0]), names
+
+
 def build_clusters(fleet):
     """fleet.clusters: each cluster with a head (the heads, members, addresses and URLs), and the problems of
     membership and of settings that differ inside a cluster."""
@@ -213,10 +235,13 @@ def build_clusters(fleet):
         where = "on %s" % head
         gcs = checks.port([], "ray_gcs_port", hs.get("ray_gcs_port"), where)
         dashboard_host = hs.get("ray_dashboard_host")
-        served = str(_served_model_name(hs))
+        served, served_models = _served_models(fleet, name, hs)
         fleet.clusters[name] = {
             "name": name,
+            # The model clients and the router ask this cluster for; every model it serves (a ray_serve cluster's
+            # ray_serve_models, status.yml asks each).
             "served_model_name": served,
+            "served_models": served_models,
             "head": head,
             "workers": list(group["workers"]),
             "hosts": members,

@@ -70,6 +70,28 @@ def test_each_cluster_names_the_file_on_its_head_that_holds_the_key():
     assert any("ray_serve_api_key_file must be the same on every node" in p for p in problems), problems
 
 
+def test_a_ray_serve_cluster_serves_its_models_and_the_router_asks_for_one_of_them():
+    serve = {"vllm_serving_mode": "ray_serve", "model_path": "/srv/models/tiny-llama"}
+    models = [{"name": "tiny-chat"}, {"name": "tiny-llama"}]
+    hosts = {"a1": host("10.0.0.1", "a"), "b1": host("10.0.1.1", "b", **serve, ray_serve_models=models)}
+    model, problems = build(["a1", "b1"], [], hosts)
+    assert problems == []
+    b = model["clusters"]["b"]
+    assert (b["served_model_name"], b["served_models"]) == ("tiny-llama", ["tiny-chat", "tiny-llama"])
+    assert model["clusters"]["a"]["served_models"] == [model["clusters"]["a"]["served_model_name"]]
+    # Not one of its models: the first one, or a problem when the inventory names another.
+    hosts["b1"] = host("10.0.1.1", "b", **{**serve, "model_path": "/srv/models/x"}, ray_serve_models=models)
+    model, problems = build(["a1", "b1"], [], hosts)
+    assert problems == [] and model["clusters"]["b"]["served_model_name"] == "tiny-chat"
+    hosts["b1"] = host("10.0.1.1", "b", **serve, ray_serve_models=models, vllm_served_model_name="other")
+    _model, problems = build(["a1", "b1"], [], hosts)
+    assert problems == [
+        "cluster 'b' serves tiny-chat, tiny-llama through Ray Serve LLM (ray_serve_models) but vllm_served_model_name "
+        "is other: the router and status.yml ask the cluster for it. Set vllm_served_model_name to one of its models, "
+        "or leave it unset (the first model then)."
+    ]
+
+
 def test_the_model_does_not_depend_on_the_order_the_inventory_lists_its_hosts():
     """Files rendered from the model (Prometheus' targets, the router's backends) must not change, and reload
     their service, when the same fleet comes from an inventory listing its hosts in another order."""
