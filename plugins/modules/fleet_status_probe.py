@@ -51,8 +51,8 @@ options:
     default: ""
   more_models:
     description:
-      - More models the same server serves (a C(ray_serve) cluster's others), one completion each; their results in
-        RV(vllm.more).
+      - More models the same server serves (a C(ray_serve) cluster's others), one completion each; their results in the
+        C(more) key of RV(vllm).
     type: list
     elements: str
     default: []
