@@ -214,6 +214,24 @@ def alerts_naming(alerts, cluster, hosts):
     ]
 
 
+def _serving(head, model, answer, url, probe, problems):
+    """{"model", "tokens", "seconds", "error"} of one model's completion (``answer``: probe_vllm's, or an entry of its
+    ``more``); a probed cluster without it is a problem, named at ``head``."""
+    done = answer.get("completion")
+    if probe and not done:
+        problems.append(
+            _problem(
+                head, "completion of %s at %s" % (model, url), "one completion", answer.get("error") or "not asked"
+            )
+        )
+    return {
+        "model": model,
+        "tokens": done["tokens"] if done else 0,
+        "seconds": done["seconds"] if done else None,
+        "error": answer.get("error", ""),
+    }
+
+
 def evaluate(model, probes, fail_severities=DEFAULT_FAIL_SEVERITIES):
     """Compare what runs with the fleet model.
 
@@ -305,48 +323,17 @@ def evaluate(model, probes, fail_severities=DEFAULT_FAIL_SEVERITIES):
                 problems.append(_problem(head, "%s version of cluster %s" % (label, name), asked, running))
         if live is not None and not entry["ray"]["running"]:
             entry["ray"]["running"] = "?"
-        # Serving.
+        # Serving: one completion of the cluster's model, and of each other model of a ray_serve cluster.
         model_name = cluster.get("served_model_name") or vllm.get("model") or ""
+        url = vllm.get("url") or cluster.get("vllm_url", "")
         completion = vllm.get("completion")
-        entry["serving"] = {
-            "model": model_name,
-            "url": vllm.get("url") or cluster.get("vllm_url", ""),
-            "tokens": completion["tokens"] if completion else 0,
-            "seconds": completion["seconds"] if completion else None,
-            "error": vllm.get("error", ""),
-        }
-        if probe and not completion:
-            problems.append(
-                _problem(
-                    head,
-                    "completion of %s at %s" % (model_name, entry["serving"]["url"]),
-                    "one completion",
-                    vllm.get("error") or "not asked",
-                )
-            )
-        # A ray_serve cluster's other models: one completion each too.
+        entry["serving"] = dict(_serving(head, model_name, vllm, url, probe, problems), url=url)
         more = vllm.get("more") or {}
-        entry["more_serving"] = []
-        for other in [m for m in cluster.get("served_models") or [] if m != model_name]:
-            found = more.get(other) or {}
-            done = found.get("completion")
-            entry["more_serving"].append(
-                {
-                    "model": other,
-                    "tokens": done["tokens"] if done else 0,
-                    "seconds": done["seconds"] if done else None,
-                    "error": found.get("error", ""),
-                }
-            )
-            if probe and not done:
-                problems.append(
-                    _problem(
-                        head,
-                        "completion of %s at %s" % (other, entry["serving"]["url"]),
-                        "one completion",
-                        found.get("error") or "not asked",
-                    )
-                )
+        entry["more_serving"] = [
+            _serving(head, other, more.get(other) or {}, url, probe, problems)
+            for other in cluster.get("served_models") or []
+            if other != model_name
+        ]
         if probe and completion and not entry["vllm"]["running"]:
             entry["vllm"]["running"] = "?"
         # The router's rotation.
