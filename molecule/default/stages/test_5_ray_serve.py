@@ -24,6 +24,7 @@ from sandbox import (
     RotationWatcher,
     UPGRADE_TO,
     bearer_request,
+    complete,
     playbook,
     sandbox_inventory,
     serve_details,
@@ -52,14 +53,12 @@ def inventory(llama=None, chat=None):
     return sandbox_inventory("ray-serve-b", host_vars={"ray-b-head": b_vars})
 
 
-def complete_router(timeout=60):
-    """One tiny-llama completion through the router (0 when none came back)."""
+def router_answers():
+    """Whether the router answers one completion of the sandbox's model (sandbox.complete) within 60 s."""
     try:
-        body = {"model": "tiny-llama", "prompt": "Hi", "max_tokens": 2}
-        answer = bearer_request(ROUTER_URL + "/v1/completions", vllm_api_key(), body, timeout)
-        return answer["usage"]["completion_tokens"]
+        return complete(url=ROUTER_URL, timeout=60) >= 1
     except OSError:
-        return 0
+        return False
 
 
 def complete_b(name, key=True, max_tokens=2, timeout=60):
@@ -211,7 +210,7 @@ def test_an_engine_kwargs_change_that_fails_is_rolled_back_and_the_run_fails_nam
     bad = {"engine_kwargs": {**MODELS["tiny-chat"]["engine_kwargs"], "max_model_len": 4096}}
     # One answer through the router first: on 2026-11-28 the first request of this test's client timed out (30 s) at
     # its start, before the run changed anything (cause not found; the other 123 were served).
-    wait_for(lambda: complete_router() >= 1, timeout=120, interval=5)
+    wait_for(router_answers, timeout=120, interval=5)
     with CompletionPoller(url=ROUTER_URL) as poll:
         started = time.monotonic()
         rc, out = playbook("site.yml", inventory=inventory(llama=llama, chat=bad))
