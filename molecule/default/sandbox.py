@@ -122,11 +122,12 @@ B_SETTINGS = {**SETTINGS, **yaml.safe_load((ROOT / "inventories/sandbox/host_var
 UPGRADE_TO = yaml.safe_load((ROOT / "molecule/default/vars/upgrade.yml").read_text())
 
 
-def sandbox_inventory(name, drop_hosts=(), drop_groups=(), host_vars=None, group_vars=None):
+def sandbox_inventory(name, drop_hosts=(), drop_groups=(), host_vars=None, group_vars=None, add_hosts=None):
     """A copy of the sandbox inventory under .cache/<name> less some hosts and groups; its group_vars, host_vars
     and credentials are the sandbox's (links: the same settings, tokens and keys). host_vars: {host: {var: value}}
     set on top of the sandbox's host_vars (then host_vars is a directory of the copy's own); group_vars: {var: value}
-    on top of the sandbox's group all (then group_vars is the copy's own)."""
+    on top of the sandbox's group all (then group_vars is the copy's own); add_hosts: {group: [host, ...]} more hosts
+    (after the sandbox's in their group)."""
     path = ROOT / ".cache" / name
     path.mkdir(parents=True, exist_ok=True)
     if group_vars:
@@ -156,6 +157,8 @@ def sandbox_inventory(name, drop_hosts=(), drop_groups=(), host_vars=None, group
     for group in children.values():
         for host in drop_hosts:
             (group.get("hosts") or {}).pop(host, None)
+    for group, names in (add_hosts or {}).items():
+        children[group]["hosts"].update(dict.fromkeys(names))
     (path / "hosts.yml").write_text(yaml.safe_dump(hosts, sort_keys=False))  # the sandbox's order: plays run in it
     own_parts = {"group_vars": bool(group_vars), "host_vars": bool(host_vars), "credentials": False}
     for part, own in own_parts.items():
@@ -188,6 +191,25 @@ def one_cluster_inventory():
     """An inventory of cluster default alone (no ray-b-head, no router), with the sandbox's group_vars: for what
     needs a one-cluster fleet (Ray's service-discovery file)."""
     return sandbox_inventory("one-cluster", drop_hosts=["ray-b-head"], drop_groups=["router"])
+
+
+SANDBOX_NETWORK = "rayvllm-sandbox"  # molecule.yml's network
+
+
+def start_host(name, ip):
+    """One more sandbox host: a systemd container of the sandbox's host image on its network, started as molecule
+    starts the others (molecule.yml: capabilities, cgroups, the wheelhouse, /dev/shm); returns when systemd runs."""
+    image = os.environ.get("RAYVLLM_HOST_IMAGE") or (ROOT / ".cache/host-image").read_text().strip()
+    subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+    subprocess.run(
+        ["docker", "run", "-d", "--name", name, "--hostname", name, "--network", SANDBOX_NETWORK, "--ip", ip,
+         "--cap-add", "SYS_ADMIN", "--cap-add", "NET_ADMIN", "--security-opt", "seccomp=unconfined",
+         "--security-opt", "apparmor=unconfined", "--cgroupns", "host", "-v", "/sys/fs/cgroup:/sys/fs/cgroup:rw",
+         "-v", f"{ROOT}/.cache/wheelhouse:/srv/wheelhouse:ro", "--tmpfs", "/run", "--tmpfs", "/run/lock",
+         "--shm-size", "2g", image, "/lib/systemd/systemd"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    wait_for(lambda: sh(name, "systemctl is-system-running", check=False) in ("running", "degraded"), 120, 1)
 
 
 def head():
@@ -284,7 +306,7 @@ class CompletionPoller:
         self.interval, self.timeout, self.url = interval, timeout, url
         self.results = []
         self.failures = []  # (seconds into the poll, seconds the request took, why)
-        self.slowest = 0.0
+        self.slowest, self.slowest_at = 0.0, None  # seconds the slowest answer took, and when into the poll it began
         self.first_down_at = None  # wall-clock time of the first request refused or failed (not just slow)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -303,8 +325,8 @@ class CompletionPoller:
                 body = exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else ""
                 why = f"{type(exc).__name__}: {exc} {body}"[:300]
             took = time.monotonic() - started
-            if ok:
-                self.slowest = max(self.slowest, took)
+            if ok and took > self.slowest:
+                self.slowest, self.slowest_at = took, started
             else:
                 self.failures.append((round(started - self.started, 1), round(took, 1), why))
             if down and self.first_down_at is None:
@@ -323,9 +345,10 @@ class CompletionPoller:
         self.ended = time.monotonic()
 
     def report(self):
-        """{"requests", "failed", "longest_gap_s", "first_failure_s", "slowest_answer_s", "failures"}: the gap runs
-        from the last success before a failure to the first success after it (to the end if serving never came
-        back); failures: [seconds into the poll, seconds the request took, why] of each failed request."""
+        """{"requests", "failed", "longest_gap_s", "first_failure_s", "slowest_answer_s", "slowest_at_s" (seconds into
+        the poll it was sent), "failures"}: the gap runs from the last success before a failure to the first success
+        after it (to the end if serving never came back); failures: [seconds into the poll, seconds the request took,
+        why] of each failed request."""
         longest, last_ok, first_failure, failing = 0.0, self.started, None, False
         for started, ok in self.results:
             if ok:
@@ -341,7 +364,9 @@ class CompletionPoller:
         failed = sum(1 for _started, ok in self.results if not ok)
         return {"requests": len(self.results), "failed": failed, "longest_gap_s": round(longest, 1),
                 "first_failure_s": None if first_failure is None else round(first_failure, 1),
-                "slowest_answer_s": round(self.slowest, 1), "failures": self.failures[:20]}  # fmt: skip
+                "slowest_answer_s": round(self.slowest, 1),
+                "slowest_at_s": None if self.slowest_at is None else round(self.slowest_at - self.started, 1),
+                "failures": self.failures[:20]}  # fmt: skip
 
 
 class RotationWatcher:

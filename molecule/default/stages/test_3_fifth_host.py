@@ -1,0 +1,193 @@
+"""Issue 29 on the converged sandbox: a fifth, small host joins cluster default, leaves it, is reset, joins again
+and is removed as a dead server, while cluster default serves through the router and its vLLM never restarts.
+
+ray-worker-3 (1 logical GPU) is a systemd container of the sandbox's image that this stage starts and removes; the
+inventory that has it is a copy of the sandbox's (.cache/fifth-host), so the sandbox's own stays at four hosts.
+In order: site.yml adds it (every node and GPU counted, the parallel plan unchanged, vLLM not restarted);
+playbooks/remove_node.yml removes it (drained, gone from Ray's node list, Prometheus' targets and its peers'
+firewall) and a second removal changes nothing; playbooks/reset.yml leaves nothing of ours on it and a second reset
+changes nothing; site.yml limited to it and its cluster's head converges it as a new node; then, its container
+killed, remove_node.yml removes it as a dead server (everything but its own cleanup)."""
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from sandbox import (
+    ROUTER_URL,
+    CompletionPoller,
+    alive_nodes,
+    api,
+    complete,
+    playbook,
+    ray_api,
+    sandbox_inventory,
+    sh as sandbox_sh,
+    start_host,
+    unit_started,
+    wait_for,
+)
+
+FIFTH = "ray-worker-3"
+ADDRESS = "10.77.0.14"
+PEERS = ("ray-head", "ray-worker-1", "ray-worker-2")  # the other nodes of cluster default
+
+
+@pytest.fixture(scope="module")
+def inventory():
+    """The sandbox inventory with the fifth host in ray_workers (cluster default: the group's default), declaring one
+    GPU; the host runs for the module and is removed after it."""
+    start_host(FIFTH, ADDRESS)
+    try:
+        yield sandbox_inventory(
+            "fifth-host", add_hosts={"ray_workers": [FIFTH]}, host_vars={FIFTH: {"ray_num_gpus": 1}}
+        )
+    finally:
+        subprocess.run(["docker", "rm", "-f", FIFTH], capture_output=True, check=False)
+
+
+def sh(host, command):
+    """What a command prints on a host; its exit status is the test's to judge (an absent unit, no process)."""
+    return sandbox_sh(host, command, check=False)
+
+
+def alive_ips():
+    return sorted(n["node_ip"] for n in alive_nodes())
+
+
+def cluster_gpus():
+    """The GPUs of cluster default's ALIVE nodes, as Ray counts them."""
+    return sum(n.get("resources_total", {}).get("GPU", 0) for n in alive_nodes())
+
+
+def scraped(address):
+    """Whether Prometheus has a target on that address."""
+    return any(f"//{address}:" in t["scrapeUrl"] for t in api("targets")["activeTargets"])
+
+
+def opens_to(host, address):
+    """Whether the host's firewall lets that address in (the fleet's members are in our table)."""
+    return address in sh(host, "nft list table inet rayvllm_fleet")
+
+
+def ran(out):
+    """The PLAY RECAP of a run, and that every host in it changed nothing."""
+    recap = out.split("PLAY RECAP")[-1]
+    return recap, set(re.findall(r"changed=(\d+)", recap)) == {"0"}
+
+
+def vllm_started():
+    return unit_started("ray-head", "vllm.service")
+
+
+def joined(peers):
+    """A member again: ALIVE in Ray with its GPU (7 in the cluster), its Ray enabled, Prometheus scraping it, the
+    given peers' firewall open to it."""
+    wait_for(lambda: ADDRESS in alive_ips(), timeout=300)
+    wait_for(lambda: cluster_gpus() == 7, timeout=60)
+    wait_for(lambda: scraped(ADDRESS), timeout=120)
+    assert sh(FIFTH, "systemctl is-enabled ray-worker.service") == "enabled"
+    closed = [peer for peer in peers if not opens_to(peer, ADDRESS)]
+    assert not closed, f"the firewall of {closed} does not let {FIFTH} in"
+
+
+def plan_unchanged(out):
+    """The run's plan line: tensor parallel 4 fits the 7 GPUs as it did the 6, so vLLM keeps running."""
+    line = "tensor parallel 4 x pipeline parallel 1 = 4 GPUs of 7 (2+2+2+1 per node); the plan is unchanged"
+    assert line in " ".join(out.split()), out[-6000:]  # YAML folds long lines
+
+
+def removed(out):
+    """What a removal leaves: Ray without the node (6 GPUs), no scrape target, no peer opening, cluster default
+    serving, and the run telling the operator to take the host out of the inventory."""
+    assert ADDRESS not in alive_ips(), out[-6000:]
+    assert cluster_gpus() == 6
+    wait_for(lambda: not scraped(ADDRESS), timeout=120)
+    still = [peer for peer in PEERS if opens_to(peer, ADDRESS)]
+    assert not still, f"the firewall of {still} still lets {FIFTH} in"
+    assert complete() >= 1
+    assert f"{FIFTH} left the fleet: take it out of the inventory now" in out
+
+
+def served(poller, what):
+    client = poller.report()
+    print(f"{what}, router clients:", json.dumps(client))
+    assert client["failed"] == 0, client
+
+
+def test_a_fifth_host_joins_with_site_yml_and_vllm_keeps_running(inventory):
+    vllm_before = vllm_started()
+    with CompletionPoller(timeout=120, url=ROUTER_URL) as poller:
+        rc, out = playbook("site.yml", inventory=inventory)
+        assert rc == 0, out[-6000:]
+        joined(PEERS)
+        plan_unchanged(out)
+        assert vllm_started() == vllm_before, "vLLM restarted for a node its plan does not use"
+    served(poller, "a fifth host joins")
+
+
+def test_it_leaves_with_remove_node_and_a_second_removal_changes_nothing(inventory):
+    vllm_before = vllm_started()
+    with CompletionPoller(timeout=120, url=ROUTER_URL) as poller:
+        rc, out = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={FIFTH}", inventory=inventory)
+        assert rc == 0, out[-6000:]
+        removed(out)
+    served(poller, "the fifth host leaves")
+    # Ray drained it (through its GCS, with the token) before it stopped, and says so in its record of the node.
+    assert f"TASK [Remove node | Ray drains {FIFTH}]" in out and f"changed: [ray-head] => (item={ADDRESS})" in out
+    dead = [n for n in ray_api("/api/v0/nodes?limit=1000&detail=1")["data"]["result"]["result"]
+            if n["node_ip"] == ADDRESS and n["state"] == "DEAD"]  # fmt: skip
+    last = max(dead, key=lambda n: n.get("end_time_ms") or 0)
+    assert "preemption: leaving cluster default (rayvllm.fleet remove_node.yml)" in last["state_message"], last
+    assert sh(FIFTH, "systemctl is-active ray-worker.service") != "active"
+    assert sh(FIFTH, "systemctl is-enabled ray-worker.service") == "disabled"
+    # vLLM had no rank there (it started before the node joined): it kept serving, and the run says so.
+    assert "vLLM restarts on the GPUs of" not in out
+    assert vllm_started() == vllm_before
+    rc, again = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={FIFTH}", inventory=inventory)
+    recap, unchanged = ran(again)
+    assert rc == 0 and FIFTH in recap and unchanged, again[-4000:]
+
+
+# What playbooks/reset.yml must leave nothing of on a Ray worker (the test's list, independent of the role's).
+LEFTOVERS = {
+    "units": "systemctl list-unit-files --no-legend 'ray-*' 'vllm*' rayvllm-firewall.service | awk '{print $1}'",
+    "processes": "pgrep -af 'ray::|/raylet|/gcs_server|/opt/ray/|/opt/vllm/' | grep -v pgrep || true",
+    "venvs and files": "ls -d /opt/ray /opt/vllm /opt/rayvllm /etc/ray /etc/vllm /etc/rayvllm /var/lib/ray"
+    " /var/lib/vllm /usr/local/lib/rayvllm /var/cache/rayvllm /tmp/ray /run/vllm-watchdog"
+    " /etc/sysctl.d/60-rayvllm.conf 2>/dev/null || true",
+    "/dev/shm segments": "ls /dev/shm | grep -E '^(plasma|ray_|ray-|vllm|psm_|torch_)' || true",
+    "firewall table": "nft list table inet rayvllm_fleet >/dev/null 2>&1 && echo 'table inet rayvllm_fleet' || true",
+}
+
+
+def test_a_reset_leaves_nothing_of_ours_and_a_limited_site_yml_brings_it_back(inventory):
+    vllm_before = vllm_started()
+    rc, out = playbook("playbooks/reset.yml", "--limit", FIFTH, "-e", "reset_confirm=yes", inventory=inventory)
+    assert rc == 0, out[-6000:]
+    left = {what: sh(FIFTH, command) for what, command in LEFTOVERS.items()}
+    assert not any(left.values()), left
+    rc, again = playbook("playbooks/reset.yml", "--limit", FIFTH, "-e", "reset_confirm=yes", inventory=inventory)
+    assert rc == 0 and ran(again)[1], again[-4000:]
+    # The operator's limited run: the new node and its cluster's head (the monitoring host here too). The other
+    # nodes open their firewall to it at their next run (docs/operations.md).
+    with CompletionPoller(timeout=120, url=ROUTER_URL) as poller:
+        rc, out = playbook("site.yml", "--limit", f"{FIFTH},ray-head", inventory=inventory)
+        assert rc == 0, out[-6000:]
+        joined(("ray-head",))
+        plan_unchanged(out)
+    served(poller, "the reset host joins again with a limited site.yml")
+    assert vllm_started() == vllm_before
+
+
+def test_a_dead_server_is_removed_without_its_own_cleanup(inventory):
+    subprocess.run(["docker", "kill", FIFTH], check=True, capture_output=True)
+    with CompletionPoller(timeout=120, url=ROUTER_URL) as poller:
+        rc, out = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={FIFTH}", inventory=inventory)
+        assert rc == 0, out[-6000:]
+        assert f"{FIFTH} did not answer" in out
+        wait_for(lambda: ADDRESS not in alive_ips(), timeout=120)
+        removed(out)
+    served(poller, "a dead server is removed")
