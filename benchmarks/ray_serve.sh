@@ -29,10 +29,11 @@ if [ "${REUSE:-0}" = 1 ]; then
   trap restore EXIT
 fi
 
-# RUNNING replicas of tiny-llama, from b's Serve REST API (with b's Ray token, read on b).
+# RUNNING replicas of tiny-llama, from b's Serve REST API (the dashboard listens on b's address; b's Ray token, read
+# on b).
 replicas() {
-  docker exec ray-b-head sh -c 'curl -sf -H "Authorization: Bearer $(cat /etc/ray/auth_token)" \
-    http://127.0.0.1:8265/api/serve/applications/' \
+  curl -sSf -H "Authorization: Bearer $(docker exec ray-b-head cat /etc/ray/auth_token)" \
+    http://10.77.0.13:8265/api/serve/applications/ \
     | python3 -c 'import json, sys
 app = json.load(sys.stdin)["applications"]["llm"]["deployments"]["LLMServer:tiny-llama"]
 print(sum(r["state"] == "RUNNING" for r in app["replicas"]))'

@@ -325,8 +325,9 @@ class CompletionPoller:
                 body = exc.read().decode(errors="replace") if isinstance(exc, urllib.error.HTTPError) else ""
                 why = f"{type(exc).__name__}: {exc} {body}"[:300]
             took = time.monotonic() - started
-            if ok and took > self.slowest:
-                self.slowest, self.slowest_at = took, started
+            if ok:
+                if took > self.slowest:
+                    self.slowest, self.slowest_at = took, started
             else:
                 self.failures.append((round(started - self.started, 1), round(took, 1), why))
             if down and self.first_down_at is None:
