@@ -7,25 +7,33 @@ In order: site.yml adds it (every node and GPU counted, the parallel plan unchan
 playbooks/remove_node.yml removes it (drained, gone from Ray's node list, Prometheus' targets and its peers'
 firewall) and a second removal changes nothing; playbooks/reset.yml leaves nothing of ours on it and a second reset
 changes nothing; site.yml limited to it and its cluster's head converges it as a new node; then, its container
-killed, remove_node.yml removes it as a dead server (everything but its own cleanup)."""
+killed, remove_node.yml removes it as a dead server (everything but its own cleanup). With RAYVLLM_SLOW_TESTS=1 a
+fresh fifth host also joins cluster b, which serves through Ray Serve LLM, and leaves it."""
 
 import json
+import os
 import re
 import subprocess
 
 import pytest
+import yaml
 
 from sandbox import (
+    B_DASHBOARD,
     ROUTER_URL,
     CompletionPoller,
     alive_nodes,
     api,
+    b_token,
+    bearer_request,
     complete,
     playbook,
     ray_api,
     sandbox_inventory,
+    serve_details,
     sh as sandbox_sh,
     start_host,
+    ROOT,
     unit_started,
     wait_for,
 )
@@ -191,3 +199,48 @@ def test_a_dead_server_is_removed_without_its_own_cleanup(inventory):
         wait_for(lambda: ADDRESS not in alive_ips(), timeout=120)
         removed(out)
     served(poller, "a dead server is removed")
+
+
+def b_nodes():
+    """Cluster b's ALIVE nodes: {address: GPUs}."""
+    path = "/api/v0/nodes?filter_keys=state&filter_predicates=%3D&filter_values=ALIVE&limit=1000"
+    nodes = bearer_request(B_DASHBOARD + path, b_token())["data"]["result"]["result"]
+    return {n["node_ip"]: n.get("resources_total", {}).get("GPU", 0) for n in nodes}
+
+
+def serve_replicas():
+    """Cluster b's Serve replicas: {deployment: sorted replica ids} (a new id is a replica replaced)."""
+    deployments = serve_details()["applications"]["llm"]["deployments"]
+    return {name: sorted(r["replica_id"] for r in d["replicas"]) for name, d in deployments.items()}
+
+
+@pytest.mark.skipif(
+    os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="a node of the ray_serve cluster b: set RAYVLLM_SLOW_TESTS=1"
+)
+def test_a_fifth_host_joins_the_ray_serve_cluster_b_and_leaves_it_while_serve_keeps_its_replicas():
+    """Cluster b's settings are cluster-wide (preflight refuses a node that differs): the new node gets ray-b-head's
+    host_vars with one GPU of its own. Serve gets the GPU for another replica without a new config or a restart."""
+    b_vars = yaml.safe_load((ROOT / "inventories/sandbox/host_vars/ray-b-head.yml").read_text())
+    start_host(FIFTH, ADDRESS)
+    try:
+        inventory = sandbox_inventory(
+            "fifth-host-b", add_hosts={"ray_workers": [FIFTH]}, host_vars={FIFTH: {**b_vars, "ray_num_gpus": 1}}
+        )
+        replicas = serve_replicas()
+        with CompletionPoller(timeout=120, url=ROUTER_URL) as poller:
+            rc, out = playbook("site.yml", inventory=inventory)
+            assert rc == 0, out[-6000:]
+            wait_for(lambda: b_nodes().get(ADDRESS) == 1, timeout=300)
+            assert sum(b_nodes().values()) == 4
+            assert ADDRESS not in alive_ips()  # not a member of cluster default
+        served(poller, "a fifth host joins cluster b")
+        assert serve_replicas() == replicas, "Serve replaced replicas for a new node"
+        with CompletionPoller(timeout=120, url=ROUTER_URL) as poller:
+            rc, out = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={FIFTH}", inventory=inventory)
+            assert rc == 0, out[-6000:]
+            assert ADDRESS not in b_nodes() and sum(b_nodes().values()) == 3, out[-6000:]
+            assert f"{FIFTH} left the fleet: take it out of the inventory now" in out
+        served(poller, "the fifth host leaves cluster b")
+        assert complete(url="http://10.77.0.13:8000") >= 1
+    finally:
+        subprocess.run(["docker", "rm", "-f", FIFTH], capture_output=True, check=False)
