@@ -170,6 +170,15 @@ def test_load_raises_tiny_llama_to_two_replicas_and_it_returns_to_one():
     assert not errors, errors[:5]
 
 
+def test_no_idle_ray_worker_keeps_vllm_in_memory_after_the_replica_starts():
+    """The two tests before started replicas (one replaced, one added and removed); each start ran Ray LLM's tasks in
+    workers of the vLLM venv, which import vLLM (about 700 MB each). The ray role ends idle workers on a ray_serve
+    cluster (RAY_num_workers_soft_limit 0): none is left on b."""
+    assert 'RAY_num_workers_soft_limit="0"' in sh(B, "cat /etc/ray/ray.env")
+    idle = "ps -eo pid=,rss=,etime=,args= | grep '[r]ay::IDLE' || true"
+    wait_for(lambda: not sh(B, idle), timeout=60)
+
+
 # Each a site.yml run of about 5 minutes on the build machine: outside CI's time.
 SLOW = pytest.mark.skipif(
     os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="a site.yml run per test: set RAYVLLM_SLOW_TESTS=1 (~10 min)"
