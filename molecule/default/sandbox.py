@@ -67,9 +67,11 @@ def ray_api(path, token=True, data=None, timeout=10):
     return bearer_request(DASHBOARD + path, ray_token() if token is True else token, data, timeout)
 
 
-def alive_nodes():
+def alive_nodes(dashboard=None, token=None):
+    """The ALIVE nodes of cluster default, or of the cluster whose dashboard URL and Ray token are given."""
     path = "/api/v0/nodes?filter_keys=state&filter_predicates=%3D&filter_values=ALIVE&limit=1000"
-    return ray_api(path)["data"]["result"]["result"]
+    answer = ray_api(path) if dashboard is None else bearer_request(dashboard + path, token)
+    return answer["data"]["result"]["result"]
 
 
 def environment_file(text):

@@ -25,7 +25,6 @@ from sandbox import (
     alive_nodes,
     api,
     b_token,
-    bearer_request,
     complete,
     playbook,
     ray_api,
@@ -203,9 +202,7 @@ def test_a_dead_server_is_removed_without_its_own_cleanup(inventory):
 
 def b_nodes():
     """Cluster b's ALIVE nodes: {address: GPUs}."""
-    path = "/api/v0/nodes?filter_keys=state&filter_predicates=%3D&filter_values=ALIVE&limit=1000"
-    nodes = bearer_request(B_DASHBOARD + path, b_token())["data"]["result"]["result"]
-    return {n["node_ip"]: n.get("resources_total", {}).get("GPU", 0) for n in nodes}
+    return {n["node_ip"]: n.get("resources_total", {}).get("GPU", 0) for n in alive_nodes(B_DASHBOARD, b_token())}
 
 
 def serve_replicas():
