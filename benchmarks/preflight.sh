@@ -21,9 +21,12 @@ cleanup() {
 trap cleanup EXIT
 max=0
 for n in "${SIZES[@]}"; do [ "$n" -gt "$max" ] && max=$n; done
+# Read once, not piped into `grep -q` (with pipefail, grep's early exit fails the pipe, and the address would be
+# added twice).
+have=$(ip -4 -o addr show dev lo)
 for i in $(seq 2 "$max"); do
   a=127.0.0.$i
-  if ! ip -4 -o addr show dev lo | grep -q "inet $a/"; then
+  if ! grep -q "inet $a/" <<<"$have"; then
     ip addr add "$a/8" dev lo
     added+=("$a")
   fi

@@ -276,9 +276,10 @@ def main():
     ok, status, problems, waited = wait_running(fetch, apps, p["timeout"], p["interval"])
     result.update(status=status, waited_s=round(time.monotonic() - started, 1))
     if not ok:
+        why = ("within %ss" % p["timeout"]) if waited >= p["timeout"] else ("(%.0f s after it was sent)" % waited)
         module.fail_json(
-            msg="Ray Serve did not run the new config within %ss: %s. Details: `serve status` on the head, or the "
-            "Serve logs under Ray's session directory (logs/serve/)." % (p["timeout"], "; ".join(problems)),
+            msg="Ray Serve did not run the new config %s: %s. Details: `serve status` on the head, or the "
+            "Serve logs under Ray's session directory (logs/serve/)." % (why, "; ".join(problems)),
             **result,
         )
     module.exit_json(**result)

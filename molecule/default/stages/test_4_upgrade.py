@@ -6,6 +6,7 @@ rotation while cluster b serves; a re-run that changes nothing and puts it back;
 new Ray (issue 12); (slow) a failing new version rolled back at Ray level. It leaves the fleet on the new versions
 (the Ray Serve stage after it works there; the sandbox is destroyed after that)."""
 
+import copy
 import json
 import os
 import re
@@ -29,6 +30,7 @@ from sandbox import (
     CompletionPoller,
     RotationWatcher,
     alive_nodes,
+    bearer_request,
     complete,
     playbook,
     ray_api,
@@ -40,6 +42,7 @@ from sandbox import (
     task_started,
     unit_started,
     upgrade_inventory,
+    vllm_api_key,
     vllm_version,
     wait_for,
 )
@@ -243,3 +246,45 @@ def test_a_new_version_that_fails_its_gate_is_rolled_back_and_the_run_fails():
     assert "rayvllm_rollout" in node("ray-worker-1").file("/etc/systemd/system/ray-worker.service").content_string
     assert len(alive_nodes()) == 3 and vllm_version() == TO["vllm_version"] and complete() >= 1
     assert all(n["resources_total"].get("rayvllm_rollout") == 1 for n in alive_nodes()), alive_nodes()
+
+
+@pytest.mark.skipif(
+    os.environ.get("RAYVLLM_SLOW_TESTS") != "1",
+    reason="Ray-level rollback of a ray_serve cluster: set RAYVLLM_SLOW_TESTS=1 (about 6 min)",
+)
+def test_a_ray_serve_cluster_whose_new_versions_fail_is_rolled_back_to_its_ray_vllm_and_serve_config():
+    """Cluster b (Ray Serve LLM) switches Ray and vLLM (back to the converge pair, still staged) with a Serve config
+    that cannot deploy (tiny-chat longer than its model allows): Ray's restart ends Serve, the new config fails, and
+    the upgrade's rollback puts back Ray's links and units, restarts Ray on the version that ran and sends the Serve
+    config of before again: both models answer on it, b stays out of the router's rotation (clients 0 failed), and
+    the next run that passes the gate puts it back. Found broken on 2026-11-28: the rollback tried to restore a
+    vllm.service that a ray_serve cluster does not have and left b on the new Ray with no application."""
+    models = copy.deepcopy(B_SETTINGS["ray_serve_models"])
+    bad = next(m for m in models if m["name"] == "tiny-chat")
+    bad["engine_kwargs"] = {**bad["engine_kwargs"], "max_model_len": 4096}
+    b_back = {"ray_version": FROM["ray_version"], **B_FROM, "ray_serve_models": models}
+    inventory = upgrade_inventory("b-bad-switch", b_vars=b_back)
+    with CompletionPoller(url=ROUTER_URL, timeout=CLIENT_TIMEOUT) as poller:
+        rc, out = playbook("playbooks/upgrade.yml", env=TIMED, inventory=inventory)
+    keep("b-rollback", out)
+    report = poller.report()
+    print("failed Ray-level switch of cluster b and its rollback, router clients:", json.dumps(report))
+    assert rc != 0, out[-6000:]
+    flat = " ".join(out.split())  # YAML folds long messages
+    assert "LLMServer:tiny-chat" in flat and "DEPLOY_FAILED" in flat, out[-6000:]
+    assert "ROLLED BACK: cluster b serves again on its previous versions" in flat, out[-6000:]
+    assert report["failed"] == 0, report
+    # b runs Ray and vLLM of before (the upgrade stage's), the config of before, both models answering with the key.
+    assert links()["ray-b-head"] == LINKS_TO["ray-b-head"]
+    assert mapped_venvs("ray-b-head", "/opt/ray") <= {TO["ray_version"]}
+    assert serve_status()[0] == "RUNNING" and serve_running("tiny-chat") == 1
+    for model in ("tiny-llama", "tiny-chat"):
+        body = {"model": model, "prompt": "Hi", "max_tokens": 2}
+        answer = bearer_request(CLUSTER_URLS["b"] + "/v1/completions", vllm_api_key(), body, timeout=60)
+        assert answer["usage"]["completion_tokens"] >= 1, (model, answer)
+    assert CLUSTER_URLS["b"] not in rotation()
+    # A run that passes the gate on b puts it back.
+    rc, out = playbook("playbooks/upgrade.yml", inventory=INVENTORY)
+    keep("b-rollback-rerun", out)
+    assert rc == 0, out[-6000:]
+    assert wait_for(lambda: sorted(rotation()) == sorted(CLUSTER_URLS.values()), timeout=60)
