@@ -3,7 +3,8 @@ serve) and b (Ray Serve LLM), from the versions they converged at (inventories/s
 molecule/default/vars/upgrade.yml and upgrade-b.yml (sandbox.upgrade_inventory) with playbooks/upgrade.yml, under a
 client load through the router; a failing vLLM-only change rolled back without restarting Ray and kept out of
 rotation while cluster b serves; a re-run that changes nothing and puts it back; token auth still refusing on the
-new Ray (issue 12); (slow) a failing new version rolled back at Ray level. It leaves the fleet on the new versions
+new Ray (issue 12); (slow) a failing new version rolled back at Ray level, on cluster default and on cluster b
+(its Serve config put back too). It leaves the fleet on the new versions
 (the Ray Serve stage after it works there; the sandbox is destroyed after that)."""
 
 import copy
