@@ -113,8 +113,8 @@ def replicas_of(model):
 def test_a_hung_replica_is_replaced_and_its_model_answers_again():
     """tiny-chat's only replica with its vLLM engine process stopped (SIGSTOP, as a rank stuck in a collective or a
     wedged accelerator leaves it): Serve's /health still answers and Ray's own check passes while completions wait
-    forever. The replica's health check asks the engine itself (rayvllm_serve_ingress.LLMServer): after two failed
-    checks it kills its engine processes, and Serve replaces the replica."""
+    forever. The replica's health check asks the engine itself (rayvllm_serve_ingress.LLMServer): at the third failed
+    check in a row it kills its engine processes, and Serve replaces the replica."""
     (replica, pid), *others = replicas_of("tiny-chat").items()
     assert not others
     children = sh(B, f"ps -o pid=,args= --ppid {pid}")

@@ -31,12 +31,16 @@ whether vLLM's engine process died (``AsyncLLM.check_health``: ``if self.errored
 engine that hangs (its EngineCore process stopped, a rank stuck in a collective) passes it forever
 while every request waits. Here each check also sends a no-op call through the engine to every
 worker (``collective_rpc("check_health")``: vLLM's workers answer it with nothing, between two
-steps of the engine's loop) and fails when it takes longer than ``ENGINE_PROBE_TIMEOUT_S``. After
-``ENGINE_FENCE_AFTER`` failures in a row the replica kills its own child processes (the engine and
-its workers, which a stopped process would otherwise outlive, holding the accelerator's memory): the
-requests waiting on them fail, the next check fails at once, and Serve stops the replica and starts
-another after its third failed check (``REPLICA_HEALTH_CHECK_UNHEALTHY_THRESHOLD``). Only the hung
-replica goes; Serve's own replacement does the rest. The class is named ``LLMServer`` because
+steps of the engine's loop) and fails when it takes longer than ``ENGINE_PROBE_TIMEOUT_S``, unless the
+engine is busy: its processes on this host (its children, and its Ray workers, found by the message
+queues they share) used CPU meanwhile and none is stopped (a step that takes long, as a new engine's
+first one or a long prefill on a loaded host; it answers after that step). A busy engine passes
+for up to ``ENGINE_BUSY_LIMIT_S`` of unanswered checks, then fails as any other. After
+``ENGINE_FENCE_AFTER`` (3) failures in a row, the check at which Serve gives up on the replica
+(``REPLICA_HEALTH_CHECK_UNHEALTHY_THRESHOLD``), the replica kills its own child processes (the engine
+and its workers, which a stopped process would otherwise outlive, holding the accelerator's memory)
+before it fails that check: the requests waiting on them fail, and Serve stops the replica and starts
+another. Only the hung replica goes; Serve's own replacement does the rest. The class is named ``LLMServer`` because
 Ray names a model's deployment after its class (``LLMServer:<model id>``).
 
 Imported by the application's build task and its replicas, in the vLLM venv (the application's
@@ -51,6 +55,7 @@ import json
 import logging
 import os
 import signal
+import time
 
 logger = logging.getLogger("ray.serve")
 
@@ -158,26 +163,75 @@ class BearerKey:
 
 # The engine liveness check of each model's replicas (LLMServer below).
 ENGINE_PROBE_TIMEOUT_S = 15.0
-ENGINE_FENCE_AFTER = 2
+# Serve stops a replica after 3 failed checks in a row (REPLICA_HEALTH_CHECK_UNHEALTHY_THRESHOLD): the engine is
+# killed at that check, not before, so that a check that fails twice and then passes costs no request.
+ENGINE_FENCE_AFTER = 3
+# An unanswered check while the engine's processes used at least this much CPU (none of them stopped) is a busy
+# engine, not a hung one (a first step that compiles, a long prefill on a loaded host), for up to ENGINE_BUSY_LIMIT_S.
+ENGINE_BUSY_CPU_S = 1.0
+ENGINE_BUSY_LIMIT_S = 120.0
 
 
 class EngineProbe:
-    """One replica's engine liveness: ``check(call, fence)`` runs ``call()`` (a coroutine function: the no-op
+    """One replica's engine liveness: ``check(call, fence, usage)`` runs ``call()`` (a coroutine function: the no-op
     call through the engine) within ``timeout``; a failure counts, and ``fence()`` runs once failures reach
-    ``fence_after`` in a row. Raises RuntimeError on failure (Serve counts it as a failed health check)."""
+    ``fence_after`` in a row. Raises RuntimeError on failure (Serve counts it as a failed health check).
 
-    def __init__(self, timeout=ENGINE_PROBE_TIMEOUT_S, fence_after=ENGINE_FENCE_AFTER):
+    ``usage()`` (optional) returns ``(cpu_seconds, stopped_pids)`` of the engine's processes. A check that times out
+    while they used ``busy_cpu`` CPU seconds or more and none is stopped is a busy engine: it passes, with a warning,
+    until the engine has left checks unanswered for ``busy_limit`` seconds; after that, timeouts count as failures
+    whatever the CPU (a rank spinning in a collective uses CPU too). An answer ends the busy spell."""
+
+    def __init__(
+        self,
+        timeout=ENGINE_PROBE_TIMEOUT_S,
+        fence_after=ENGINE_FENCE_AFTER,
+        busy_cpu=ENGINE_BUSY_CPU_S,
+        busy_limit=ENGINE_BUSY_LIMIT_S,
+        clock=None,
+    ):
         self.timeout = timeout
         self.fence_after = fence_after
+        self.busy_cpu = busy_cpu
+        self.busy_limit = busy_limit
+        self.clock = clock or time.monotonic
         self.failures = 0
         self.fenced = False
+        self.busy_since = None
 
-    async def check(self, call, fence):
+    def _busy(self, before, after, started):
+        """Whether an unanswered check is a busy engine (see the class); logs why."""
+        if before is None or after is None:
+            return False
+        used, stopped = after[0] - before[0], after[1]
+        if stopped or used < self.busy_cpu:
+            return False
+        if self.busy_since is None:
+            self.busy_since = started
+        busy_for = self.clock() - self.busy_since
+        if busy_for >= self.busy_limit:
+            return False
+        logger.warning(
+            "rayvllm: the vLLM engine of this replica did not answer a no-op call in %ss but its processes used "
+            "%.1f s of CPU meanwhile: busy, not hung (checks unanswered for %.0f s; counted as failures after %.0f s)",
+            self.timeout,
+            used,
+            busy_for,
+            self.busy_limit,
+        )
+        return True
+
+    async def check(self, call, fence, usage=None):
+        before = _usage(usage)
+        started = self.clock()
         try:
             await asyncio.wait_for(call(), self.timeout)
         except Exception as exc:  # a timeout, or the engine's own error
+            timed_out = isinstance(exc, asyncio.TimeoutError)
+            if timed_out and self._busy(before, _usage(usage), started):
+                return
             self.failures += 1
-            why = "no answer in %ss" % self.timeout if isinstance(exc, asyncio.TimeoutError) else repr(exc)[:300]
+            why = "no answer in %ss" % self.timeout if timed_out else repr(exc)[:300]
             if self.failures >= self.fence_after and not self.fenced:
                 self.fenced = True
                 killed = fence()
@@ -192,11 +246,22 @@ class EngineProbe:
                 "rayvllm: the vLLM engine did not answer a no-op call (%s; %d failed in a row)" % (why, self.failures)
             ) from None
         self.failures = 0
+        self.busy_since = None
 
 
-def descendants(pid, proc="/proc"):
-    """The pids of ``pid``'s children, recursively, read from /proc (Linux)."""
-    parents = {}
+def _usage(usage):
+    """``usage()``, or None when there is none or it fails (the check then goes by the answer alone)."""
+    if usage is None:
+        return None
+    try:
+        return usage()
+    except Exception:  # /proc unreadable: never let the bookkeeping fail a check
+        return None
+
+
+def _stats(proc="/proc"):
+    """{pid: the fields of /proc/<pid>/stat after ``(comm)``} of every process (Linux)."""
+    stats = {}
     for entry in os.listdir(proc):
         if not entry.isdigit():
             continue
@@ -206,13 +271,64 @@ def descendants(pid, proc="/proc"):
         except OSError:  # gone meanwhile
             continue
         # pid (comm) state ppid ...: comm may hold spaces and parentheses, so split after its last ')'.
-        parents.setdefault(int(stat[stat.rindex(")") + 2 :].split()[1]), []).append(int(entry))
+        stats[int(entry)] = stat[stat.rindex(")") + 2 :].split()
+    return stats
+
+
+def _descendants(pid, stats):
+    parents = {}
+    for child, fields in stats.items():
+        parents.setdefault(int(fields[1]), []).append(child)
     found, todo = [], [pid]
     while todo:
         for child in parents.get(todo.pop(), []):
             found.append(child)
             todo.append(child)
     return found
+
+
+def descendants(pid, proc="/proc"):
+    """The pids of ``pid``'s children, recursively, read from /proc (Linux)."""
+    return _descendants(pid, _stats(proc))
+
+
+def _shared_segments(pid, proc="/proc"):
+    """The multiprocessing shared-memory segments (``/dev/shm/psm_*``) a process maps: vLLM's message queues
+    between its engine and its workers."""
+    try:
+        with open(os.path.join(proc, str(pid), "maps")) as handle:
+            return {line.split()[-1] for line in handle if "/dev/shm/psm_" in line}
+    except (OSError, IndexError):
+        return set()
+
+
+class EngineUsage:
+    """``usage()``: ``(cpu_seconds, stopped_pids)`` of one replica's engine processes on this host: its
+    descendants (the EngineCore, multiprocessing workers) and the processes that share their message queues'
+    memory (workers the engine started as Ray actors, which are not its children): the CPU time they have used
+    so far (utime + stime) and those stopped by a signal (state T or t). The workers are found once and again
+    when one of them is gone."""
+
+    def __init__(self, pid=None, proc="/proc"):
+        self.pid = os.getpid() if pid is None else pid
+        self.proc = proc
+        self.workers = []
+
+    def __call__(self):
+        stats = _stats(self.proc)
+        tree = _descendants(self.pid, stats)
+        if not self.workers or any(worker not in stats for worker in self.workers):
+            segments = set().union(*(_shared_segments(child, self.proc) for child in tree))
+            others = [pid for pid in stats if pid != self.pid and pid not in tree] if segments else []
+            self.workers = [pid for pid in others if segments & _shared_segments(pid, self.proc)]
+        ticks = os.sysconf("SC_CLK_TCK")
+        cpu, stopped = 0.0, []
+        for pid in tree + [worker for worker in self.workers if worker in stats and worker not in tree]:
+            fields = stats[pid]
+            cpu += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime: fields 14 and 15 of stat
+            if fields[0] in ("T", "t"):
+                stopped.append(pid)
+        return cpu, stopped
 
 
 def kill_children(pid=None):
@@ -243,10 +359,11 @@ if _RayLLMServer is not None:
             if self.engine is None:  # still starting
                 return
             probe = self.__dict__.setdefault("_rayvllm_probe", EngineProbe())
+            usage = self.__dict__.setdefault("_rayvllm_usage", EngineUsage())
             # No timeout for vLLM itself: its executor would give up on a worker's answer but not drop it, and the
             # next call (a step of the model) would read that late answer. The wait is bounded here instead; a late
             # answer to an abandoned call is dropped by vLLM's client.
-            await probe.check(lambda: self.collective_rpc("check_health"), kill_children)
+            await probe.check(lambda: self.collective_rpc("check_health"), kill_children, usage)
 
 
 if OpenAiIngress is not None:

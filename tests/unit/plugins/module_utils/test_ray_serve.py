@@ -446,6 +446,110 @@ def test_engine_probe_counts_the_engines_own_error():
     assert probe.fenced
 
 
+def test_engine_probe_lets_a_busy_engine_pass_until_the_busy_limit():
+    now = [0.0]
+    probe = ingress.EngineProbe(timeout=0.01, fence_after=2, busy_cpu=1.0, busy_limit=60, clock=lambda: now[0])
+    cpu = [0.0]
+    fenced = []
+
+    def busy():  # every call: 2 more CPU seconds, nothing stopped
+        cpu[0] += 2.0
+        return cpu[0], []
+
+    async def hangs():
+        await asyncio.sleep(10)
+
+    async def answers():
+        return []
+
+    for _check in range(4):  # a long step: no answer, but the engine works
+        asyncio.run(probe.check(hangs, lambda: fenced.append(1) or [], busy))
+        now[0] += 15
+    assert probe.failures == 0 and not fenced
+    now[0] += 1  # 61 s since the first unanswered check: over the limit, timeouts count whatever the CPU
+    with pytest.raises(RuntimeError, match="1 failed in a row"):
+        asyncio.run(probe.check(hangs, lambda: fenced.append(1) or [], busy))
+    asyncio.run(probe.check(answers, lambda: [], busy))  # an answer ends the spell
+    assert probe.busy_since is None and probe.failures == 0
+    asyncio.run(probe.check(hangs, lambda: fenced.append(1) or [], busy))  # busy again: a new spell
+    assert probe.failures == 0 and not fenced
+
+
+def test_engine_probe_fences_a_stopped_or_idle_engine_whatever_the_cpu_of_the_others():
+    probe = ingress.EngineProbe(timeout=0.01, fence_after=2, busy_cpu=1.0)
+    cpu = [0.0]
+    fenced = []
+
+    def one_stopped():  # a worker still spins, the engine process is stopped (SIGSTOP)
+        cpu[0] += 5.0
+        return cpu[0], [4242]
+
+    async def hangs():
+        await asyncio.sleep(10)
+
+    with pytest.raises(RuntimeError, match="1 failed"):
+        asyncio.run(probe.check(hangs, lambda: fenced.append(1) or [], one_stopped))
+    with pytest.raises(RuntimeError, match="2 failed"):
+        asyncio.run(probe.check(hangs, lambda: fenced.append(1) or [], lambda: (cpu[0] + 0.2, [])))  # idle
+    assert fenced == [1]
+
+    def broken():
+        raise OSError("no /proc")
+
+    probe = ingress.EngineProbe(timeout=0.01, fence_after=5)
+    with pytest.raises(RuntimeError, match="1 failed"):  # no usage to go by: the answer alone decides
+        asyncio.run(probe.check(hangs, lambda: [], broken))
+
+
+def test_engine_usage_counts_the_engines_children_and_the_workers_sharing_its_queues():
+    # A stand-in replica (this process) whose engine (a child) spins holding a shared-memory queue, and a worker
+    # that is not its child (started through a shell that exits: as Ray starts actors) mapping the same segment.
+    from multiprocessing import shared_memory
+
+    segment = shared_memory.SharedMemory(create=True, size=4096)
+    hold = (
+        "import sys, time\nfrom multiprocessing import shared_memory, resource_tracker\n"
+        "s = shared_memory.SharedMemory(name=sys.argv[1])\nresource_tracker.unregister(s._name, 'shared_memory')\n"
+        "end = time.time() + 60\nwhile time.time() < end: pass\n"
+    )
+    engine = subprocess.Popen([sys.executable, "-c", hold, segment.name])
+    worker = int(
+        subprocess.run(
+            ["sh", "-c", 'setsid "$0" -c "$1" "$2" >/dev/null 2>&1 & echo $!', sys.executable, hold, segment.name],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    try:
+        usage = ingress.EngineUsage()
+        for _attempt in range(200):
+            cpu, stopped = usage()
+            if worker in usage.workers and cpu >= 0.3:
+                break
+            time.sleep(0.05)
+        assert usage.workers == [worker] and stopped == []
+        children = ingress.descendants(os.getpid())
+        assert engine.pid in children and worker not in children  # the worker is no child of the replica
+        first = usage()[0]
+        time.sleep(0.5)
+        assert usage()[0] > first  # both spin
+        os.kill(worker, signal.SIGSTOP)
+        for _attempt in range(200):
+            if usage()[1]:
+                break
+            time.sleep(0.05)
+        assert usage()[1] == [worker]
+        alone = ingress.EngineUsage(pid=worker)  # its children (a resource tracker) share no queue with anyone
+        assert alone()[1] == [] and alone.workers == []
+    finally:
+        engine.kill()
+        engine.wait()
+        os.kill(worker, signal.SIGKILL)
+        segment.close()
+        segment.unlink()
+
+
 def test_kill_children_kills_the_descendants_of_a_process_also_stopped_ones():
     # A stand-in replica: its engine process (stopped, as a hung one may be) and the engine's own child.
     engine_code = (
