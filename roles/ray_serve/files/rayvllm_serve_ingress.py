@@ -306,18 +306,20 @@ class EngineUsage:
     """``usage()``: ``(cpu_seconds, stopped_pids)`` of one replica's engine processes on this host: its
     descendants (the EngineCore, multiprocessing workers) and the processes that share their message queues'
     memory (workers the engine started as Ray actors, which are not its children): the CPU time they have used
-    so far (utime + stime) and those stopped by a signal (state T or t). The workers are found once and again
-    when one of them is gone."""
+    so far (utime + stime) and those stopped by a signal (state T or t). The workers are looked for again only
+    when the descendants change or a worker is gone (reading every process's memory map is the costly part)."""
 
     def __init__(self, pid=None, proc="/proc"):
         self.pid = os.getpid() if pid is None else pid
         self.proc = proc
         self.workers = []
+        self._tree = None  # the descendants the workers were looked for with
 
     def __call__(self):
         stats = _stats(self.proc)
         tree = _descendants(self.pid, stats)
-        if not self.workers or any(worker not in stats for worker in self.workers):
+        if sorted(tree) != self._tree or any(worker not in stats for worker in self.workers):
+            self._tree = sorted(tree)
             segments = set().union(*(_shared_segments(child, self.proc) for child in tree))
             others = [pid for pid in stats if pid != self.pid and pid not in tree] if segments else []
             self.workers = [pid for pid in others if segments & _shared_segments(pid, self.proc)]
