@@ -323,9 +323,10 @@ class EngineUsage:
             segments = set().union(*(_shared_segments(child, self.proc) for child in tree))
             others = [pid for pid in stats if pid != self.pid and pid not in tree] if segments else []
             self.workers = [pid for pid in others if segments & _shared_segments(pid, self.proc)]
+        # Here every worker is alive and none is in the tree (both would have made the search above run again).
         ticks = os.sysconf("SC_CLK_TCK")
         cpu, stopped = 0.0, []
-        for pid in tree + [worker for worker in self.workers if worker in stats and worker not in tree]:
+        for pid in tree + self.workers:
             fields = stats[pid]
             cpu += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime: fields 14 and 15 of stat
             if fields[0] in ("T", "t"):
