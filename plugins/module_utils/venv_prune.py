@@ -70,6 +70,41 @@ def prune_plan(venvs, current, keep=0, in_use=()):
     return kept, pruned
 
 
+def link_target(link):
+    """The real path a symbolic link points at ('' when link is empty or not a link)."""
+    return os.path.realpath(link) if link and os.path.islink(link) else ""
+
+
+def prune(root, current, keep=0, link="", check_mode=False, proc="/proc"):
+    """Apply the plan under root. Besides current and prune_plan's rule, the venv link (``<root>/current`` when
+    empty) points at and every venv a running process uses are kept; in check mode nothing is removed. Returns
+    {kept, pruned (removed, or would be), in_use, diff (the venvs before and after), error (a message naming
+    what could not be removed and the fix, '' when none)}."""
+    venvs = installed_venvs(root)
+    _kept, candidates = prune_plan(venvs, current, keep)
+    linked = os.path.realpath(link or os.path.join(root, "current"))
+    in_use = paths_in_use(candidates, proc) | ({linked} & set(candidates))
+    kept, pruned = prune_plan(venvs, current, keep, in_use)
+    errors = remove(pruned) if pruned and not check_mode else {}
+    error = ""
+    if errors:
+        error = "could not remove %s; remove them by hand or fix their permissions, then re-run" % "; ".join(
+            "%s (%s)" % item for item in sorted(errors.items())
+        )
+    return dict(
+        kept=kept,
+        pruned=[path for path in pruned if path not in errors],
+        in_use=sorted(in_use),
+        diff=dict(
+            before_header="venvs under %s" % root,
+            after_header="venvs under %s" % root,
+            before="\n".join(sorted(venvs)) + "\n",
+            after="\n".join(sorted(set(venvs) - set(pruned))) + "\n",
+        ),
+        error=error,
+    )
+
+
 def remove(paths):
     """Remove each path; {path: error} for those that could not be removed (the rest are gone)."""
     errors = {}

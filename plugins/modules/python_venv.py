@@ -83,12 +83,23 @@ options:
         venv instead of compiled again; only the other modules compile, on every core.
     type: bool
     default: true
+  link:
+    description:
+      - A symbolic link naming the venv that serves (the C(ray) and C(vllm) roles' C(<root>/current)); its target
+        is returned as RV(link_target), read in the same call.
+    type: path
+  prune_keep:
+    description:
+      - When set, after the install the venvs beside O(path) (its parent directory) are pruned as
+        M(rayvllm.fleet.venv_prune) does with O(path) as its C(current) and this as its C(keep); the venv O(link)
+        points at is never removed. Unset prunes nothing.
+    type: int
 attributes:
   check_mode:
     description: Reports whether the venv would be installed; changes nothing.
     support: full
   diff_mode:
-    description: The venv's record before and after.
+    description: The venv's record before and after, and with O(prune_keep) the venvs beside it.
     support: full
 """
 
@@ -125,6 +136,29 @@ bytecode_reused:
   returned: when uv installed the venv with O(compile_bytecode)
   type: int
   sample: 15913
+link_target:
+  description: The real path O(link) points at; empty when O(link) is unset or not a link.
+  returned: always
+  type: str
+  sample: /opt/ray/2.59.0
+pruned:
+  description: Venvs removed beside O(path) (in check mode, that would be removed).
+  returned: when O(prune_keep) is set
+  type: list
+  elements: str
+  sample: ["/opt/ray/2.58.0"]
+kept:
+  description: The venvs beside O(path) left in place, O(path) first, then newest first.
+  returned: when O(prune_keep) is set
+  type: list
+  elements: str
+  sample: ["/opt/ray/2.60.0", "/opt/ray/2.59.0"]
+in_use:
+  description: Venvs that would have been pruned but a running process uses them.
+  returned: when O(prune_keep) is set
+  type: list
+  elements: str
+  sample: []
 """
 
 import os
@@ -143,6 +177,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.python_venv import (
     source_args,
     uv_tool_commands,
 )
+from ansible_collections.rayvllm.fleet.plugins.module_utils.venv_prune import link_target, prune
 
 
 def run(module, argv, environ=None):
@@ -171,11 +206,15 @@ def main():
             uv_root=dict(type="path", default="/opt/rayvllm/uv"),
             uv_cache=dict(type="str", default="/var/cache/rayvllm/uv"),
             compile_bytecode=dict(type="bool", default=True),
+            link=dict(type="path"),
+            prune_keep=dict(type="int"),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    venv = p["path"]
+    venv = os.path.normpath(p["path"])
+    if p["prune_keep"] is not None and p["prune_keep"] < 0:
+        module.fail_json(msg="prune_keep must be 0 or more, got %d" % p["prune_keep"])
     if p["find_links"] and not os.path.isdir(p["find_links"]):
         module.fail_json(
             msg='%s=%s does not exist on this host. Copy or mount the wheels there, or set %s: "" to install from '
@@ -223,6 +262,14 @@ def main():
         os.chmod(marker, 0o644)
     result["python_version"] = python_version(venv)
     result["versions"] = installed_versions(venv, [requirement_name(r) for r in p["requirements"]])
+    result["link_target"] = link_target(p["link"])
+    if p["prune_keep"] is not None:
+        pruned = prune(os.path.dirname(venv), venv, p["prune_keep"], p["link"] or "", module.check_mode)
+        result.update(kept=pruned["kept"], pruned=pruned["pruned"], in_use=pruned["in_use"])
+        result["changed"] = result["changed"] or bool(pruned["pruned"])
+        result["diff"] = [result["diff"], pruned["diff"]]
+        if pruned["error"]:
+            module.fail_json(msg=pruned["error"], **result)
     module.exit_json(**result)
 
 

@@ -78,10 +78,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rayvllm.fleet.plugins.module_utils.venv_prune import (
-    installed_venvs,
-    paths_in_use,
-    prune_plan,
-    remove,
+    prune,
 )
 
 
@@ -99,28 +96,12 @@ def main():
     if keep < 0:
         module.fail_json(msg="keep must be 0 or more, got %d" % keep)
 
-    venvs = installed_venvs(root)
-    _kept, candidates = prune_plan(venvs, current, keep)
-    linked = os.path.realpath(os.path.join(root, "current"))
-    in_use = paths_in_use(candidates) | ({linked} & set(candidates))
-    kept, pruned = prune_plan(venvs, current, keep, in_use)
-
-    if pruned and not module.check_mode:
-        errors = remove(pruned)
-        if errors:
-            module.fail_json(
-                msg="could not remove %s; remove them by hand or fix their permissions, then re-run"
-                % "; ".join("%s (%s)" % item for item in sorted(errors.items())),
-                kept=kept,
-                changed=len(errors) < len(pruned),
-                pruned=[path for path in pruned if path not in errors],
-                in_use=sorted(in_use),
-            )
-    result = dict(changed=bool(pruned), kept=kept, pruned=pruned, in_use=sorted(in_use))
+    pruned = prune(root, current, keep, check_mode=module.check_mode)
+    result = dict(changed=bool(pruned["pruned"]), kept=pruned["kept"], pruned=pruned["pruned"], in_use=pruned["in_use"])
     if module._diff:
-        result["diff"] = dict(
-            before="\n".join(sorted(venvs)) + "\n", after="\n".join(sorted(set(venvs) - set(pruned))) + "\n"
-        )
+        result["diff"] = pruned["diff"]
+    if pruned["error"]:
+        module.fail_json(msg=pruned["error"], **result)
     module.exit_json(**result)
 
 

@@ -7,7 +7,9 @@ import pytest
 from ansible_collections.rayvllm.fleet.plugins.module_utils.venv_prune import (
     MARKER,
     installed_venvs,
+    link_target,
     paths_in_use,
+    prune,
     prune_plan,
     remove,
 )
@@ -100,3 +102,50 @@ def test_remove_reports_what_it_could_not_remove(tmp_path, monkeypatch):
     monkeypatch.setattr("shutil.rmtree", rmtree)
     assert remove([gone, stuck]) == {stuck: "Permission denied"}
     assert not os.path.exists(gone) and os.path.exists(stuck)
+
+
+def test_prune_keeps_the_linked_venv_and_removes_the_oldest(tmp_path):
+    oldest = venv(tmp_path, "2.58.0", installed_at=1000)
+    linked = venv(tmp_path, "2.59.0", installed_at=2000)  # what current points at: the serving venv
+    previous = venv(tmp_path, "2.60.0", installed_at=3000)
+    new = venv(tmp_path, "2.61.0", installed_at=4000)
+    (tmp_path / "current").symlink_to(linked)
+    empty_proc = tmp_path / "proc"
+    empty_proc.mkdir()
+    # Check mode: said, nothing removed.
+    planned = prune(str(tmp_path), new, check_mode=True, proc=str(empty_proc))
+    assert planned["pruned"] == [oldest] and os.path.isdir(oldest)
+    assert planned["kept"] == [new, previous, linked] and planned["in_use"] == [linked]
+    assert planned["diff"]["before"].splitlines() == [oldest, linked, previous, new]
+    assert planned["diff"]["after"].splitlines() == [linked, previous, new]
+    assert planned["error"] == ""
+    done = prune(str(tmp_path), new, proc=str(empty_proc))
+    assert done["pruned"] == [oldest] and not os.path.exists(oldest)
+    assert prune(str(tmp_path), new, proc=str(empty_proc))["pruned"] == []  # a second run removes nothing
+
+
+def test_prune_names_what_it_could_not_remove_and_the_fix(tmp_path, monkeypatch):
+    oldest = venv(tmp_path, "a", installed_at=1000)
+    venv(tmp_path, "b", installed_at=2000)
+    new = venv(tmp_path, "c", installed_at=3000)
+    empty_proc = tmp_path / "proc"
+    empty_proc.mkdir()
+
+    def refuse(path):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr("shutil.rmtree", refuse)
+    result = prune(str(tmp_path), new, proc=str(empty_proc))
+    assert result["pruned"] == []
+    assert result["error"] == (
+        "could not remove %s (Permission denied); remove them by hand or fix their permissions, then re-run" % oldest
+    )
+
+
+def test_link_target_is_the_real_path_of_a_link_and_empty_otherwise(tmp_path):
+    target = venv(tmp_path, "2.60.0", installed_at=1)
+    (tmp_path / "current").symlink_to(target)
+    assert link_target(str(tmp_path / "current")) == target
+    assert link_target(str(tmp_path / "2.60.0")) == ""  # a directory, not a link
+    assert link_target(str(tmp_path / "missing")) == ""
+    assert link_target("") == ""
