@@ -1,0 +1,91 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: host_facts
+short_description: Gather the facts the fleet's roles read, and the installed packages, in one call
+version_added: "0.3.0"
+description:
+  - Returns as Ansible facts what C(ansible.builtin.setup) with C(gather_subset=[!all, min, network]) returns of
+    the OS (C(distribution*), C(os_family)), the architecture and host names, the environment of the user the
+    module runs as (C(env)) and the network (C(interfaces), each interface's addresses, C(default_ipv4)); the rest
+    of setup's C(min) subset, which no role of the collection reads, is not gathered.
+  - With O(packages), also the names of the installed packages, read from dpkg's status database (no
+    C(dpkg-query), no apt cache).
+  - The C(fleet_facts) role runs it once per host and run, as the login user (its environment is the SSH
+    connection's).
+author:
+  - rayvllm.fleet maintainers (!UNKNOWN)
+options:
+  packages:
+    description: Also return the installed packages.
+    type: bool
+    default: true
+  gather_timeout:
+    description: Seconds each fact collector may take.
+    type: int
+    default: 10
+attributes:
+  check_mode:
+    description: Reads the same in check mode.
+    support: full
+  diff_mode:
+    description: Nothing to show.
+    support: none
+  facts:
+    description: Returns the facts as C(ansible_facts).
+    support: full
+"""
+
+EXAMPLES = r"""
+- name: The facts and packages the roles read
+  rayvllm.fleet.host_facts:
+  become: false
+  register: host
+
+- name: Only the facts, of a host outside the play
+  rayvllm.fleet.host_facts:
+    packages: false
+  delegate_to: worker-7
+  delegate_facts: true
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The facts, named as C(ansible.builtin.setup) names them.
+  returned: always
+  type: dict
+  sample: {"default_ipv4": {"address": "10.0.0.5", "interface": "eth0"}, "distribution": "Debian"}
+packages:
+  description: The names of the installed packages (dpkg status C(install ok installed)), sorted; empty without
+    O(packages) or on a host without dpkg.
+  returned: always
+  type: list
+  elements: str
+  sample: ["ca-certificates", "python3"]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rayvllm.fleet.plugins.module_utils.host_facts import collect_facts, read_packages
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            packages=dict(type="bool", default=True),
+            gather_timeout=dict(type="int", default=10),
+        ),
+        supports_check_mode=True,
+    )
+    facts = collect_facts(module, timeout=module.params["gather_timeout"])
+    packages = read_packages() if module.params["packages"] else []
+    module.exit_json(changed=False, ansible_facts=facts, packages=packages)
+
+
+if __name__ == "__main__":
+    main()

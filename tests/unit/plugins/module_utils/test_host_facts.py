@@ -1,0 +1,88 @@
+"""What fleet_facts reads of a host in one module call (plugins/module_utils/host_facts.py): the installed packages
+from a recorded dpkg status database, and the facts from Ansible's own collectors on this machine."""
+
+import os
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils import host_facts
+
+STATUS = """Package: python3
+Status: install ok installed
+Priority: important
+Version: 3.11.2-1+b1
+Description: interactive high-level object-oriented language
+ A continuation line that mentions Status: install ok installed.
+
+Package: nftables
+Status: deinstall ok config-files
+Version: 1.0.6-2
+
+Package: ufw
+Status: install reinstreq half-installed
+Version: 0.36.2-1
+
+Package: libc6
+Status: install ok installed
+Multi-Arch: same
+Architecture: amd64
+
+Package: libc6
+Status: install ok installed
+Multi-Arch: same
+Architecture: i386
+
+Package: curl
+Status: hold ok installed
+Version: 7.88.1-10
+
+Package: ca-certificates
+Status: install ok installed"""
+
+
+def test_installed_packages_are_those_dpkg_shows_as_ii():
+    # Removed with its configuration left, half-installed and held packages are not "ii"; a package of two
+    # architectures is one name; the last paragraph has no blank line after it.
+    assert host_facts.installed_packages(STATUS) == ["ca-certificates", "libc6", "python3"]
+
+
+def test_installed_packages_of_an_empty_database():
+    assert host_facts.installed_packages("") == []
+
+
+def test_read_packages_of_a_host_without_dpkg(tmp_path):
+    assert host_facts.read_packages(str(tmp_path / "missing")) == []
+
+
+def test_read_packages_reads_the_file(tmp_path):
+    path = tmp_path / "status"
+    path.write_text(STATUS + "\n\n")
+    assert host_facts.read_packages(str(path)) == ["ca-certificates", "libc6", "python3"]
+
+
+class Module:
+    """What Ansible's collectors call on a module: commands run for real on this machine."""
+
+    params = {}
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        for d in os.environ.get("PATH", "").split(os.pathsep) + ["/usr/sbin", "/sbin"]:
+            if os.access(os.path.join(d, name), os.X_OK):
+                return os.path.join(d, name)
+        return None
+
+    def run_command(self, args, **kwargs):
+        import subprocess
+
+        p = subprocess.run(args, shell=isinstance(args, str), capture_output=True, text=True, check=False)
+        return p.returncode, p.stdout, p.stderr
+
+
+def test_collect_facts_names_them_as_setup_does():
+    facts = host_facts.collect_facts(Module())
+    # What the roles read: the OS, the architecture, the environment, the interfaces and their addresses.
+    for key in ("distribution", "distribution_major_version", "architecture", "env", "interfaces"):
+        assert "ansible_" + key in facts, key
+    assert "lo" in facts["ansible_interfaces"]
+    assert facts["ansible_lo"]["ipv4"]["address"] == "127.0.0.1"
+    assert facts["ansible_env"].get("PATH") == os.environ.get("PATH")
+    # Nothing of setup's other collectors (hardware, the user, SELinux...).
+    assert "ansible_memtotal_mb" not in facts and "ansible_user_id" not in facts
