@@ -67,3 +67,77 @@ def collect_facts(module, timeout=10):
         minimal_gather_subset=frozenset(FACT_SUBSETS) - {"network"},
     )
     return collector.collect(module=module)
+
+
+def local_accounts(passwd_text, group_text, exists=None):
+    """The local users and groups, from the texts of /etc/passwd and /etc/group: {"users": {name: {"uid", "gid",
+    "home", "shell", "home_exists"}}, "groups": {name: {"gid", "members"}}}. exists(path) says whether a home is
+    there (os.path.exists by default)."""
+    import os
+
+    exists = exists or os.path.exists
+    users, groups = {}, {}
+    for line in passwd_text.splitlines():
+        fields = line.split(":")
+        if len(fields) != 7 or not fields[0] or fields[0][0] in "+-#":
+            continue
+        try:
+            uid, gid = int(fields[2]), int(fields[3])
+        except ValueError:
+            continue
+        users[fields[0]] = {
+            "uid": uid,
+            "gid": gid,
+            "home": fields[5],
+            "shell": fields[6],
+            "home_exists": bool(fields[5]) and exists(fields[5]),
+        }
+    for line in group_text.splitlines():
+        fields = line.split(":")
+        if len(fields) != 4 or not fields[0] or fields[0][0] in "+-#":
+            continue
+        try:
+            gid = int(fields[2])
+        except ValueError:
+            continue
+        groups[fields[0]] = {"gid": gid, "members": [m for m in fields[3].split(",") if m]}
+    return {"users": users, "groups": groups}
+
+
+def read_accounts(passwd="/etc/passwd", group="/etc/group"):
+    """local_accounts() of this host's files; an unreadable file gives no entries of its kind."""
+    texts = []
+    for path in (passwd, group):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                texts.append(f.read())
+        except OSError:
+            texts.append("")
+    return local_accounts(*texts)
+
+
+def account_in_place(accounts, user=None, group=None, home=None, shell=None, create_home=False, groups=()):
+    """Whether ansible.builtin.group / ansible.builtin.user with these arguments would change nothing, judged from
+    local_accounts(): the group exists (without user: the group module's check); the user exists with the given
+    primary group, home, shell, a home that exists when create_home, and membership of groups (append). Anything not
+    in the local files (a directory service's account) is not in place: the module then decides."""
+    accounts = accounts if isinstance(accounts, dict) else {}
+    all_groups = accounts.get("groups") if isinstance(accounts.get("groups"), dict) else {}
+    if user is None:
+        return group is not None and group in all_groups
+    entry = (accounts.get("users") or {}).get(user) if isinstance(accounts.get("users"), dict) else None
+    if not isinstance(entry, dict):
+        return False
+    if group is not None and (group not in all_groups or all_groups[group].get("gid") != entry.get("gid")):
+        return False
+    if home is not None and entry.get("home") != home:
+        return False
+    if shell is not None and entry.get("shell") != shell:
+        return False
+    if create_home and not entry.get("home_exists"):
+        return False
+    for name in groups or ():
+        info = all_groups.get(name)
+        if not isinstance(info, dict) or (user not in info.get("members", []) and info.get("gid") != entry.get("gid")):
+            return False
+    return True

@@ -15,6 +15,8 @@ description:
     the OS (C(distribution*), C(os_family)), the architecture and host names, the environment of the user the
     module runs as (C(env)) and the network (C(interfaces), each interface's addresses, C(default_ipv4)); the rest
     of setup's C(min) subset, which no role of the collection reads, is not gathered.
+  - With O(accounts), also the local users and groups, for the roles to skip their C(user) and C(group) calls when
+    the accounts are already as they would make them (filter C(rayvllm.fleet.account_in_place)).
   - With O(packages), also the names of the installed packages, read from dpkg's status database (no
     C(dpkg-query), no apt cache).
   - The C(fleet_facts) role runs it once per host and run, as the login user (its environment is the SSH
@@ -24,6 +26,10 @@ author:
 options:
   packages:
     description: Also return the installed packages.
+    type: bool
+    default: true
+  accounts:
+    description: Also return the local users and groups (C(/etc/passwd), C(/etc/group)).
     type: bool
     default: true
   gather_timeout:
@@ -51,6 +57,7 @@ EXAMPLES = r"""
 - name: Only the facts, of a host outside the play
   rayvllm.fleet.host_facts:
     packages: false
+    accounts: false
   delegate_to: worker-7
   delegate_facts: true
 """
@@ -68,23 +75,38 @@ packages:
   type: list
   elements: str
   sample: ["ca-certificates", "python3"]
+accounts:
+  description:
+    - The local users (C(uid), C(gid), C(home), C(shell), C(home_exists)) and groups (C(gid), C(members)); empty
+      without O(accounts).
+  returned: always
+  type: dict
+  sample:
+    users: {"ray": {"uid": 999, "gid": 999, "home": "/var/lib/ray", "shell": "/usr/sbin/nologin", "home_exists": true}}
+    groups: {"ray": {"gid": 999, "members": ["prometheus"]}}
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_facts import collect_facts, read_packages
+from ansible_collections.rayvllm.fleet.plugins.module_utils.host_facts import (
+    collect_facts,
+    read_accounts,
+    read_packages,
+)
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             packages=dict(type="bool", default=True),
+            accounts=dict(type="bool", default=True),
             gather_timeout=dict(type="int", default=10),
         ),
         supports_check_mode=True,
     )
     facts = collect_facts(module, timeout=module.params["gather_timeout"])
     packages = read_packages() if module.params["packages"] else []
-    module.exit_json(changed=False, ansible_facts=facts, packages=packages)
+    accounts = read_accounts() if module.params["accounts"] else {"users": {}, "groups": {}}
+    module.exit_json(changed=False, ansible_facts=facts, packages=packages, accounts=accounts)
 
 
 if __name__ == "__main__":

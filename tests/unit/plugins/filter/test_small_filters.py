@@ -37,3 +37,15 @@ def test_grafana_dashboard():
 def test_upgrade_plan_takes_the_nodes_first():
     plan = upgrade_plan.upgrade_plan([], "c")
     assert isinstance(plan, dict) and "problems" in plan
+
+
+def test_account_in_place():
+    from ansible_collections.rayvllm.fleet.plugins.filter import account_in_place
+
+    accounts = {
+        "users": {"ray": {"gid": 5, "home": "/var/lib/ray", "shell": "/bin/sh", "home_exists": True}},
+        "groups": {"ray": {"gid": 5, "members": []}},
+    }
+    assert account_in_place.account_in_place(accounts, user="ray", group="ray", home="/var/lib/ray")
+    assert not account_in_place.account_in_place(accounts, user="ray", shell="/usr/sbin/nologin")
+    assert not account_in_place.account_in_place(None, group="ray")

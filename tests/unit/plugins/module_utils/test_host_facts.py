@@ -86,3 +86,73 @@ def test_collect_facts_names_them_as_setup_does():
     assert facts["ansible_env"].get("PATH") == os.environ.get("PATH")
     # Nothing of setup's other collectors (hardware, the user, SELinux...).
     assert "ansible_memtotal_mb" not in facts and "ansible_user_id" not in facts
+
+
+PASSWD = """root:x:0:0:root:/root:/bin/bash
+# a comment
++nisuser::::::
+ray:x:999:998::/var/lib/ray:/usr/sbin/nologin
+prometheus:x:998:997::/var/lib/prometheus:/usr/sbin/nologin
+broken:x:notanumber:1::/:/bin/sh
+vllm-router:x:997:996::/var/lib/vllm-router:/bin/bash
+"""
+GROUP = """root:x:0:
+ray:x:998:prometheus,alice
+prometheus:x:997:
+vllm-router:x:996:
+"""
+
+
+def accounts():
+    return host_facts.local_accounts(PASSWD, GROUP, exists=lambda path: path != "/var/lib/prometheus")
+
+
+def test_local_accounts_reads_users_and_groups():
+    a = accounts()
+    assert sorted(a["users"]) == ["prometheus", "ray", "root", "vllm-router"]  # no comment, NIS entry, bad uid
+    assert a["users"]["ray"] == {
+        "uid": 999,
+        "gid": 998,
+        "home": "/var/lib/ray",
+        "shell": "/usr/sbin/nologin",
+        "home_exists": True,
+    }
+    assert a["users"]["prometheus"]["home_exists"] is False
+    assert a["groups"]["ray"] == {"gid": 998, "members": ["prometheus", "alice"]}
+    assert a["groups"]["prometheus"]["members"] == []
+
+
+def test_read_accounts_of_missing_files(tmp_path):
+    assert host_facts.read_accounts(str(tmp_path / "p"), str(tmp_path / "g")) == {"users": {}, "groups": {}}
+
+
+def test_a_group_is_in_place_when_it_exists():
+    assert host_facts.account_in_place(accounts(), group="ray")
+    assert not host_facts.account_in_place(accounts(), group="grafana")
+    assert not host_facts.account_in_place({}, group="ray")
+    assert not host_facts.account_in_place(accounts())  # neither user nor group: nothing to judge
+
+
+def test_a_user_is_in_place_only_when_every_given_attribute_matches():
+    a = accounts()
+    ray = dict(user="ray", group="ray", home="/var/lib/ray", shell="/usr/sbin/nologin", create_home=True)
+    assert host_facts.account_in_place(a, **ray)
+    # What the user module would change: another home, shell or primary group, a missing user or group.
+    assert not host_facts.account_in_place(a, **{**ray, "home": "/home/ray"})
+    assert not host_facts.account_in_place(a, **{**ray, "shell": "/bin/bash"})
+    assert not host_facts.account_in_place(a, **{**ray, "group": "prometheus"})
+    assert not host_facts.account_in_place(a, **{**ray, "group": "grafana"})
+    assert not host_facts.account_in_place(a, **{**ray, "user": "grafana"})
+    # A missing home matters only where the task creates it.
+    assert host_facts.account_in_place(a, user="prometheus", group="prometheus", home="/var/lib/prometheus")
+    assert not host_facts.account_in_place(a, user="prometheus", home="/var/lib/prometheus", create_home=True)
+    # Unset attributes are not compared (the router's user has no group given).
+    assert host_facts.account_in_place(a, user="vllm-router", home="/var/lib/vllm-router")
+
+
+def test_supplementary_groups_by_membership_or_primary_group():
+    a = accounts()
+    assert host_facts.account_in_place(a, user="prometheus", groups=["ray"])
+    assert host_facts.account_in_place(a, user="ray", groups=["ray"])  # its primary group
+    assert not host_facts.account_in_place(a, user="vllm-router", groups=["ray"])
+    assert not host_facts.account_in_place(a, user="prometheus", groups=["docker"])
