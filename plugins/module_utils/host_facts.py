@@ -69,38 +69,34 @@ def collect_facts(module, timeout=10):
     return collector.collect(module=module)
 
 
+def _records(text, width):
+    """The fields of each line of /etc/passwd or /etc/group (width fields), without comments and NIS entries."""
+    for line in text.splitlines():
+        fields = line.split(":")
+        if len(fields) == width and fields[0] and fields[0][0] not in "+-#":
+            yield fields
+
+
 def local_accounts(passwd_text, group_text, exists=None):
     """The local users and groups, from the texts of /etc/passwd and /etc/group: {"users": {name: {"uid", "gid",
     "home", "shell", "home_exists"}}, "groups": {name: {"gid", "members"}}}. exists(path) says whether a home is
-    there (os.path.exists by default)."""
+    there (os.path.exists by default). A line whose ids are not numbers is left out."""
     import os
 
     exists = exists or os.path.exists
     users, groups = {}, {}
-    for line in passwd_text.splitlines():
-        fields = line.split(":")
-        if len(fields) != 7 or not fields[0] or fields[0][0] in "+-#":
-            continue
+    for name, _password, uid, gid, _gecos, home, shell in _records(passwd_text, 7):
         try:
-            uid, gid = int(fields[2]), int(fields[3])
+            uid, gid = int(uid), int(gid)
         except ValueError:
             continue
-        users[fields[0]] = {
-            "uid": uid,
-            "gid": gid,
-            "home": fields[5],
-            "shell": fields[6],
-            "home_exists": bool(fields[5]) and exists(fields[5]),
-        }
-    for line in group_text.splitlines():
-        fields = line.split(":")
-        if len(fields) != 4 or not fields[0] or fields[0][0] in "+-#":
-            continue
+        users[name] = {"uid": uid, "gid": gid, "home": home, "shell": shell, "home_exists": bool(home) and exists(home)}
+    for name, _password, gid, members in _records(group_text, 4):
         try:
-            gid = int(fields[2])
+            gid = int(gid)
         except ValueError:
             continue
-        groups[fields[0]] = {"gid": gid, "members": [m for m in fields[3].split(",") if m]}
+        groups[name] = {"gid": gid, "members": [m for m in members.split(",") if m]}
     return {"users": users, "groups": groups}
 
 
