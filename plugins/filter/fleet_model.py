@@ -22,6 +22,12 @@ def _fleet():
     return fleet_model
 
 
+def _spec():
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import spec
+
+    return spec
+
+
 def _role_defaults():
     global _DEFAULTS
     if _DEFAULTS is None:
@@ -33,6 +39,15 @@ def _role_defaults():
     return _DEFAULTS
 
 
+def shared_default(name):
+    """The owning role's default of a setting the fleet model shares (SHARED_SETTINGS): what a host gets that the
+    inventory leaves unset. For the first module call of a run, before the model exists."""
+    try:
+        return _role_defaults()[name]
+    except KeyError:
+        raise AnsibleFilterError("shared_default: %r is not a setting the fleet model shares" % (name,))
+
+
 def fleet_model(hostvars, groups, leaving=None):
     fleet = _fleet()
     try:
@@ -42,7 +57,11 @@ def fleet_model(hostvars, groups, leaving=None):
         monitoring = list(groups.get("monitoring") or [])
         routers = list(groups.get("router") or [])
         keys = set(defaults) | set(fleet.INPUTS)
-        hosts = {}
+        # The fleet_facts role's own variables (meta/argument_specs.yml), checked here for every host at once rather
+        # than by a validate_argument_spec task per host.
+        spec = _spec()
+        own = spec.role_options("fleet_facts")
+        hosts, own_values = {}, {}
         for host in dict.fromkeys(heads + workers + monitoring + routers):
             hv = hostvars[host]
             hosts[host] = {
@@ -52,10 +71,12 @@ def fleet_model(hostvars, groups, leaving=None):
             }
             # Secrets the model compares across clusters: a digest, never the value.
             hosts[host]["vars"].update((key, _digest(hv, key)) for key in fleet.DIGESTS if key in hv)
+            own_values[host] = {key: hv[key] for key in own if key in hv}
     except (ValueError, OSError) as exc:
         raise AnsibleFilterError("fleet_model: %s" % exc)
+    wrong = [message for host, values in own_values.items() for message in spec.problems("fleet_facts", values, host)]
     model, problems = fleet.build(heads, workers, hosts, defaults, monitoring, routers, leaving)
-    model["problems"] = problems
+    model["problems"] = wrong + problems
     return model
 
 
@@ -75,4 +96,8 @@ def mixed_within_clusters(values, clusters, label=""):
 
 class FilterModule:
     def filters(self):
-        return {"fleet_model": fleet_model, "mixed_within_clusters": mixed_within_clusters}
+        return {
+            "fleet_model": fleet_model,
+            "mixed_within_clusters": mixed_within_clusters,
+            "shared_default": shared_default,
+        }

@@ -70,6 +70,28 @@ def collect_facts(module, timeout=10):
     return collector.collect(module=module)
 
 
+def node_interface(facts, node_ip="", explicit=""):
+    """The interface a Ray node's traffic uses, from collect_facts()' network facts: ``explicit``
+    (ray_node_interface) when given, else the one holding ``node_ip`` (ray_node_ip), else "" (the probe then reads
+    the default route's). The fleet model decides it the same way (fleet_model/clusters.py); preflight's probe needs
+    it before the model exists, for the firewalld zone of the node's traffic."""
+    if explicit:
+        return explicit
+    if not node_ip or not isinstance(facts, dict):
+        return ""
+    names = facts.get("ansible_interfaces") or facts.get("interfaces") or []
+    for name in names if isinstance(names, list) else []:
+        key = str(name).replace("-", "_")
+        info = facts.get("ansible_" + key) or facts.get(key) or {}
+        info = info if isinstance(info, dict) else {}
+        ipv4 = info.get("ipv4") if isinstance(info.get("ipv4"), dict) else {}
+        secondaries = info.get("ipv4_secondaries") if isinstance(info.get("ipv4_secondaries"), list) else []
+        addresses = [ipv4.get("address")] + [a.get("address") for a in secondaries if isinstance(a, dict)]
+        if node_ip in addresses:
+            return str(info.get("device", name))
+    return ""
+
+
 def _records(text, width):
     """The fields of each line of /etc/passwd or /etc/group (width fields), without comments and NIS entries."""
     for line in text.splitlines():

@@ -29,8 +29,19 @@ def run(argv, timeout=20):
     return proc.returncode, proc.stdout, proc.stderr
 
 
-def python_version(interpreter, runner=run):
-    """{"version": "3.11.2"} of an interpreter, or {"error": why it does not run}."""
+def python_version(interpreter, runner=run, running=None):
+    """{"version": "3.11.2"} of an interpreter, or {"error": why it does not run}. The interpreter this code runs on
+    (``running``: sys.executable) answers without a second process."""
+    import platform
+    import sys
+
+    running = sys.executable if running is None else running
+    try:
+        same = bool(running) and os.path.realpath(interpreter) == os.path.realpath(running)
+    except (TypeError, ValueError):
+        same = False
+    if same:
+        return {"version": platform.python_version()}
     rc, out, err = runner([interpreter, "-c", "import platform; print(platform.python_version())"])
     version = out.strip()
     if rc != 0 or not re.match(r"^\d+\.\d+\.\d+", version):
@@ -123,11 +134,12 @@ def user_name(uid):
         return str(uid)
 
 
-def listening_ports(tables, ports, proc="/proc"):
-    """[{"port", "address", "user", "pid", "name"}] of the sockets listening on ``ports`` (sorted by port), each
-    with the user that owns it and, where this user may see it, the process."""
-    wanted = set(int(p) for p in ports)
-    found = [s for s in listeners(tables) if s["port"] in wanted]
+def listening_ports(tables, ports=None, proc="/proc"):
+    """[{"port", "address", "user", "pid", "name"}] of the sockets listening on ``ports`` (every listening socket
+    when ``ports`` is None), sorted by port, each with the user that owns it and, where this user may see it, the
+    process."""
+    wanted = None if ports is None else set(int(p) for p in ports)
+    found = [s for s in listeners(tables) if wanted is None or s["port"] in wanted]
     owners = socket_owners([s["inode"] for s in found], proc)
     result = []
     for sock in sorted(found, key=lambda s: (s["port"], s["address"])):
@@ -200,7 +212,7 @@ def read(path):
 
 def probe(python=None, shm="/dev/shm", ports=(), firewall_interfaces=(), paths=(), runner=run, proc="/proc"):
     """Everything at once: {"python", "shm_mib", "memory_mib", "listening", "firewalls", "firewalld_zones",
-    "paths"}."""
+    "paths"}. ``ports`` None: every listening socket."""
     result = {
         "python": python_version(python, runner) if python else {},
         "shm_mib": size_mib(shm) if os.path.exists(shm) else 0,

@@ -19,6 +19,9 @@ description:
     the accounts are already as they would make them (filter C(rayvllm.fleet.account_in_place)).
   - With O(packages), also the names of the installed packages, read from dpkg's status database (no
     C(dpkg-query), no apt cache).
+  - With O(probe), also what preflight checks on the host (M(rayvllm.fleet.host_probe)'s reads, every listening
+    TCP socket among them) in the same call. C(playbooks/preflight.yml) asks for it, and saves a module call per
+    host.
   - The C(fleet_facts) role runs it once per host and run, as the login user (its environment is the SSH
     connection's).
 author:
@@ -36,6 +39,31 @@ options:
     description: Seconds each fact collector may take.
     type: int
     default: 10
+  probe:
+    description:
+      - Also read what M(rayvllm.fleet.host_probe) reads (returned as RV(probe)), with every listening TCP socket
+        rather than chosen ports.
+    type: dict
+    suboptions:
+      python:
+        description: Interpreter whose Python X.Y.Z to read; unset reads none.
+        type: str
+      paths:
+        description: Paths to describe (exists, link, directory, holds C(config.json), where it resolves to).
+        type: list
+        elements: str
+        default: []
+      node_ip:
+        description:
+          - The node's address (C(ray_node_ip)); where firewalld runs, the zone of the interface that holds it is read
+            besides the default route's.
+        type: str
+        default: ""
+      node_interface:
+        description:
+          - The node's interface (C(ray_node_interface)), when the inventory names it; wins over O(probe.node_ip).
+        type: str
+        default: ""
 attributes:
   check_mode:
     description: Reads the same in check mode.
@@ -84,14 +112,23 @@ accounts:
   sample:
     users: {"ray": {"uid": 999, "gid": 999, "home": "/var/lib/ray", "shell": "/usr/sbin/nologin", "home_exists": true}}
     groups: {"ray": {"gid": 999, "members": ["prometheus"]}}
+probe:
+  description:
+    - With O(probe), what M(rayvllm.fleet.host_probe) returns (C(python), C(shm_mib), C(memory_mib), C(listening)
+      with every listening TCP socket, C(firewalls), C(firewalld_zones), C(paths)).
+  returned: when O(probe) is given
+  type: dict
+  sample: {"python": {"version": "3.11.2"}, "shm_mib": 8192, "memory_mib": 257000, "listening": [], "firewalls": []}
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rayvllm.fleet.plugins.module_utils.host_facts import (
     collect_facts,
+    node_interface,
     read_accounts,
     read_packages,
 )
+from ansible_collections.rayvllm.fleet.plugins.module_utils.host_probe import probe as host_probe
 
 
 def main():
@@ -100,13 +137,30 @@ def main():
             packages=dict(type="bool", default=True),
             accounts=dict(type="bool", default=True),
             gather_timeout=dict(type="int", default=10),
+            probe=dict(
+                type="dict",
+                options=dict(
+                    python=dict(type="str"),
+                    paths=dict(type="list", elements="str", default=[]),
+                    node_ip=dict(type="str", default=""),
+                    node_interface=dict(type="str", default=""),
+                ),
+            ),
         ),
         supports_check_mode=True,
     )
     facts = collect_facts(module, timeout=module.params["gather_timeout"])
     packages = read_packages() if module.params["packages"] else []
     accounts = read_accounts() if module.params["accounts"] else {"users": {}, "groups": {}}
-    module.exit_json(changed=False, ansible_facts=facts, packages=packages, accounts=accounts)
+    result = dict(changed=False, ansible_facts=facts, packages=packages, accounts=accounts)
+    wanted = module.params["probe"]
+    if wanted is not None:
+        interface = node_interface(facts, wanted["node_ip"], wanted["node_interface"])
+        result["probe"] = host_probe(
+            python=wanted["python"], ports=None, firewall_interfaces=[interface] if interface else [],
+            paths=wanted["paths"],
+        )  # fmt: skip
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -124,11 +124,14 @@ def test_two_services_of_a_head_on_one_port(run_preflight):
         ({"host_prep_extra_packages": "htop"},
          "host_prep_extra_packages on node-a must be a list of strings (roles/host_prep/meta/argument_specs.yml), "
          "got 'htop' (a string)"),
+        # The fleet model's own inventory variables, against fleet_facts' argument spec (checked with the model).
+        ({"ray_cluster_name": ["a", "b"]},
+         "ray_cluster_name on node-a must be a string (roles/fleet_facts/meta/argument_specs.yml), got ['a', 'b']"),
         # A relative directory a role writes: created under the task's working directory, written into the unit.
         ({"model_revisions_dir": "revisions"}, "model_revisions_dir on node-a is 'revisions': not an absolute path"),
     ],
     ids=["port-out-of-range", "port-not-a-number", "tp-above-declared-gpus", "string-for-a-list",
-         "string-for-a-list-host-prep", "relative-directory"],
+         "string-for-a-list-host-prep", "list-for-a-cluster-name", "relative-directory"],
 )  # fmt: skip
 def test_unusable_ports_and_gpu_plans_are_named(run_preflight, values, message):
     rc, out = run_preflight(local_hosts(), values)

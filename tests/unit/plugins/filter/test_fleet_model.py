@@ -40,5 +40,26 @@ def test_a_secret_that_does_not_render_is_named_not_raised():
 
 
 def test_the_filters_are_registered():
-    assert set(f.FilterModule().filters()) == {"fleet_model", "mixed_within_clusters"}
+    assert set(f.FilterModule().filters()) == {"fleet_model", "mixed_within_clusters", "shared_default"}
     assert f.mixed_within_clusters({"a": 1, "b": 2}, {"a": "x", "b": "x"}) == ["cluster 'x': 1 on a; 2 on b"]
+
+
+def test_shared_default_is_the_owning_roles_literal_default():
+    assert f.shared_default("ray_python_interpreter") == "/usr/bin/python3"  # roles/ray/defaults/main.yml
+    assert f.shared_default("ray_gcs_port") == 6379
+    try:
+        f.shared_default("model_path")  # an input of the model without a role default
+    except f.AnsibleFilterError as exc:
+        assert "model_path" in str(exc)
+    else:
+        raise AssertionError("an unshared setting must be refused")
+
+
+def test_the_fleet_facts_variables_are_checked_against_the_roles_argument_spec():
+    # Once for every host, in the model's problems (no validate_argument_spec task per host).
+    hv = hostvars(h={"ray_node_ip": "10.0.0.1", "ray_cluster_name": ["a", "b"]}, w={"ray_node_ip": "10.0.0.2"})
+    problems = f.fleet_model(hv, {"ray_head": ["h"], "ray_workers": ["w"]})["problems"]
+    assert problems[0].startswith(
+        "ray_cluster_name on h must be a string (roles/fleet_facts/meta/argument_specs.yml), got ['a', 'b'] (a list)"
+    )
+    assert not any(" on w " in p for p in problems)

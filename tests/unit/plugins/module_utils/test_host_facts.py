@@ -156,3 +156,20 @@ def test_supplementary_groups_by_membership_or_primary_group():
     assert host_facts.account_in_place(a, user="ray", groups=["ray"])  # its primary group
     assert not host_facts.account_in_place(a, user="vllm-router", groups=["ray"])
     assert not host_facts.account_in_place(a, user="prometheus", groups=["docker"])
+
+
+def test_node_interface_names_the_interface_holding_the_nodes_address():
+    facts = {
+        "ansible_interfaces": ["lo", "eth0", "bond-1"],
+        "ansible_lo": {"device": "lo", "ipv4": {"address": "127.0.0.1"}},
+        "ansible_eth0": {"device": "eth0", "ipv4": {"address": "10.0.0.5"}},
+        # A dash in the name becomes an underscore in the fact's key; secondary addresses count too.
+        "ansible_bond_1": {"device": "bond-1", "ipv4": {"address": "192.168.1.5"},
+                           "ipv4_secondaries": [{"address": "192.168.1.9"}]},
+    }  # fmt: skip
+    assert host_facts.node_interface(facts, "10.0.0.5") == "eth0"
+    assert host_facts.node_interface(facts, "192.168.1.9") == "bond-1"
+    # ray_node_interface wins; an address on no interface, or none, gives "" (the default route's is read anyway).
+    assert host_facts.node_interface(facts, "10.0.0.5", "ib0") == "ib0"
+    assert host_facts.node_interface(facts, "10.9.9.9") == ""
+    assert host_facts.node_interface(facts, "") == ""

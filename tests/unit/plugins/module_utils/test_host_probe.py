@@ -81,6 +81,15 @@ def test_listening_ports_names_the_user_and_the_process_holding_each_wanted_port
     assert host_probe.listening_ports([TCP], [3306], str(proc))[0]["pid"] is None
 
 
+def test_listening_ports_without_a_port_list_gives_every_listening_socket(tmp_path):
+    # host_facts' probe reads them all: the fleet model, which knows each host's ports, does not exist yet.
+    proc = fake_proc(tmp_path, {4242: ("raylet", ["12345"])})
+    ports = host_probe.listening_ports([TCP, TCP6], None, str(proc))
+    wanted = [(3306, "127.0.0.1"), (8000, "::"), (8080, "0.0.0.0"), (9090, "::1")]
+    assert [(s["port"], s["address"]) for s in ports] == wanted
+    assert ports[2]["name"] == "raylet" and ports[2]["user"] == "root"
+
+
 def test_memory_and_the_default_route_interface():
     assert host_probe.memory_mib("MemTotal:       24634512 kB\n") == 24057
     assert host_probe.memory_mib("") == 0
@@ -92,8 +101,19 @@ def test_python_version_or_why_the_interpreter_does_not_run():
     runner = Runner(
         {("/usr/bin/python3", "-c", "import platform; print(platform.python_version())"): (0, "3.11.2\n", "")}
     )
-    assert host_probe.python_version("/usr/bin/python3", runner) == {"version": "3.11.2"}
-    assert host_probe.python_version("/opt/python3.12", runner) == {"error": "/opt/python3.12: not found"}
+    assert host_probe.python_version("/usr/bin/python3", runner, running="") == {"version": "3.11.2"}
+    assert host_probe.python_version("/opt/python3.12", runner, running="") == {"error": "/opt/python3.12: not found"}
+
+
+def test_python_version_of_the_interpreter_the_probe_runs_on_needs_no_second_process(tmp_path):
+    import platform
+    import sys
+
+    link = tmp_path / "python3"
+    link.symlink_to(sys.executable)  # a link to it (a venv's python) is the same interpreter
+    nothing = Runner({})
+    assert host_probe.python_version(str(link), nothing) == {"version": platform.python_version()}
+    assert host_probe.python_version(str(tmp_path / "other"), nothing)["error"]
 
 
 def test_firewalls_and_the_firewalld_zone_of_each_interface():
