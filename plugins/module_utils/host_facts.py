@@ -70,26 +70,38 @@ def collect_facts(module, timeout=10):
     return collector.collect(module=module)
 
 
+def interface_addresses(facts):
+    """{interface device name: [IPv4 addresses]} from Ansible's network facts."""
+    result = {}
+    names = facts.get("interfaces") if isinstance(facts, dict) else None
+    for name in names if isinstance(names, list) else []:
+        if not isinstance(name, str):
+            continue
+        info = facts.get(name.replace("-", "_")) or facts.get(name) or {}
+        if not isinstance(info, dict):
+            continue
+        addresses = []
+        ipv4 = info.get("ipv4") if isinstance(info.get("ipv4"), dict) else {}
+        if ipv4.get("address"):
+            addresses.append(ipv4["address"])
+        secondaries = info.get("ipv4_secondaries") if isinstance(info.get("ipv4_secondaries"), list) else []
+        addresses.extend(a.get("address") for a in secondaries if isinstance(a, dict) and a.get("address"))
+        if addresses:
+            result[str(info.get("device", name))] = addresses
+    return result
+
+
 def node_interface(facts, node_ip="", explicit=""):
-    """The interface a Ray node's traffic uses, from collect_facts()' network facts: ``explicit``
-    (ray_node_interface) when given, else the one holding ``node_ip`` (ray_node_ip), else "" (the probe then reads
-    the default route's). The fleet model decides it the same way (fleet_model/clusters.py); preflight's probe needs
-    it before the model exists, for the firewalld zone of the node's traffic."""
+    """The interface a Ray node's traffic uses, from collect_facts()' network facts (their ansible_ prefix or not):
+    ``explicit`` (ray_node_interface) when given, else the one holding ``node_ip`` (ray_node_ip, by
+    interface_addresses(), as the fleet model finds it), else "" (the probe then reads the default route's).
+    Preflight's probe needs it before the model exists, for the firewalld zone of the node's traffic."""
     if explicit:
         return explicit
     if not node_ip or not isinstance(facts, dict):
         return ""
-    names = facts.get("ansible_interfaces") or facts.get("interfaces") or []
-    for name in names if isinstance(names, list) else []:
-        key = str(name).replace("-", "_")
-        info = facts.get("ansible_" + key) or facts.get(key) or {}
-        info = info if isinstance(info, dict) else {}
-        ipv4 = info.get("ipv4") if isinstance(info.get("ipv4"), dict) else {}
-        secondaries = info.get("ipv4_secondaries") if isinstance(info.get("ipv4_secondaries"), list) else []
-        addresses = [ipv4.get("address")] + [a.get("address") for a in secondaries if isinstance(a, dict)]
-        if node_ip in addresses:
-            return str(info.get("device", name))
-    return ""
+    plain = dict((key[len("ansible_") :] if key.startswith("ansible_") else key, value) for key, value in facts.items())
+    return next((device for device, addresses in interface_addresses(plain).items() if node_ip in addresses), "")
 
 
 def _records(text, width):

@@ -8,6 +8,7 @@ import re
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils import checks
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.common import join, url, variants
+from ansible_collections.rayvllm.fleet.plugins.module_utils.host_facts import interface_addresses
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import (
     CLUSTER_UNIFORM,
     RAY_HEAD_PORTS,
@@ -19,27 +20,6 @@ DEFAULT_CLUSTER = "default"
 CLUSTER_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 # Ray's token authentication: the environment every Ray service and driver of a cluster needs.
 RAY_AUTH_TOKEN_FILE = "auth_token"
-
-
-def interface_addresses(facts):
-    """{interface device name: [IPv4 addresses]} from Ansible's network facts."""
-    result = {}
-    names = facts.get("interfaces") if isinstance(facts, dict) else None
-    for name in names if isinstance(names, list) else []:
-        if not isinstance(name, str):
-            continue
-        info = facts.get(name.replace("-", "_")) or facts.get(name) or {}
-        if not isinstance(info, dict):
-            continue
-        addresses = []
-        ipv4 = info.get("ipv4") if isinstance(info.get("ipv4"), dict) else {}
-        if ipv4.get("address"):
-            addresses.append(ipv4["address"])
-        secondaries = info.get("ipv4_secondaries") if isinstance(info.get("ipv4_secondaries"), list) else []
-        addresses.extend(a.get("address") for a in secondaries if isinstance(a, dict) and a.get("address"))
-        if addresses:
-            result[str(info.get("device", name))] = addresses
-    return result
 
 
 def network_env(ip, interface):
