@@ -85,7 +85,8 @@ trap 'restore' EXIT
 # clusters serve the model with the same key, the one the router's clients send), never shown.
 API_KEY=$(docker exec ray-head sed -n 's/^VLLM_API_KEY="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/vllm/vllm.env)
 bench() {
-  docker exec -i -e OPENAI_API_KEY="$API_KEY" "$CLIENT" bash -s "$1" "$PROMPTS" "$CONCURRENCY" <<'EOF'
+  # -e with the name alone: docker takes the value from its environment, so it is not on its command line.
+  OPENAI_API_KEY=$API_KEY docker exec -i -e OPENAI_API_KEY "$CLIENT" bash -s "$1" "$PROMPTS" "$CONCURRENCY" <<'EOF'
 set -euo pipefail
 export HF_HUB_OFFLINE=1
 timeout 900 /opt/vllm/current/bin/vllm bench serve --backend openai --base-url "$1" --endpoint /v1/completions \
