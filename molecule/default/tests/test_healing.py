@@ -19,7 +19,11 @@ def test_the_watchdog_timer_runs_and_its_probes_complete():
     assert not hold.exists, f"the converge left a hold in place: {hold.content_string}"
 
     def probed_ok():
-        state = json.loads(host.file("/var/lib/vllm-watchdog/state.json").content_string)
+        # No state file yet: the watchdog has not run since its timer started (its first run: 10 s after).
+        state_file = host.file("/var/lib/vllm-watchdog/state.json")
+        if not state_file.exists:
+            return None
+        state = json.loads(state_file.content_string)
         return state if state.get("last_ok") and state["failures"] == 0 else None
 
     state = wait_for(probed_ok, timeout=120, interval=5)
