@@ -12,6 +12,8 @@
 # Phases: preflight (playbooks/preflight.yml), fleet facts (benchmarks/scale-facts.yml), host_prep, firewall
 # (nftables), monitoring (node exporter on every host, then Prometheus with every target: --tags
 # node_exporter,prometheus). The containers and their network are removed at the end.
+#   PHASES="host_prep firewall" runs only those phases (the names above, fleet facts as facts); LOGS=DIR keeps each
+#   phase's ansible-playbook output there (DIR/<phase>-<N>.log), e.g. with ANSIBLE_CALLBACKS_ENABLED=profile_tasks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1 ANSIBLE_CACHE_PLUGIN=memory
@@ -126,6 +128,7 @@ peak_rss() {
 phase() {
   local n=$1 name=$2 inv=$3 log t0 t1 pid peak cpu
   shift 3
+  [[ " ${PHASES:-preflight facts host_prep firewall monitoring} " == *" $name "* ]] || return 0
   log=$work/$name-$n.log
   t0=$(date +%s.%N)
   /usr/bin/time -f '%U %S' -o "$log.cpu" ansible-playbook -i "$inv" "$@" >"$log" 2>&1 &
@@ -136,6 +139,7 @@ phase() {
     exit 1
   fi
   t1=$(date +%s.%N)
+  [ -z "${LOGS:-}" ] || { mkdir -p "$LOGS" && cp "$log" "$LOGS/"; }
   cpu=$(awk 'END { print $1 + $2 }' "$log.cpu")
   echo "$n $name $cpu" >>"$work/cpu"
   awk -v n="$n" -v p="$name" -v t="$(echo "$t1 - $t0" | bc)" -v m="$peak" -v c="$cpu" \
