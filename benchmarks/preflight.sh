@@ -6,6 +6,8 @@
 # its forks: user + system) and both per host. Needs root (it adds the loopback addresses, and removes
 # those it added).
 #   benchmarks/preflight.sh [N ...]
+# LOGS=DIR keeps each timed run's ansible-playbook output there (DIR/run-<N>.log), e.g. with
+# ANSIBLE_CALLBACKS_ENABLED=profile_tasks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PLAYBOOK=${PLAYBOOK:-playbooks/preflight.yml}
@@ -75,6 +77,7 @@ PYEOF
     tail -n 30 "$log"
     exit 1
   }
+  [ -z "${LOGS:-}" ] || { mkdir -p "$LOGS" && cp "$log" "$LOGS/"; }
   read -r wall user sys <"$work/time-$n"
   awk -v n="$n" -v w="$wall" -v u="$user" -v s="$sys" \
     'BEGIN { printf "%6d %10.1f %10.1f %14.2f %14.2f\n", n, w, u + s, w / n, (u + s) / n }'

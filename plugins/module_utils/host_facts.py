@@ -1,11 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
-"""What roles/fleet_facts reads on every host once per run, in one module call (rayvllm.fleet.host_facts): a few of
-Ansible's own fact collectors, and the names of the installed packages from dpkg's database (read as a file: no
-dpkg-query, no shell, no apt cache)."""
+"""What roles/fleet_facts reads on every host once per run, in one module call (rayvllm.fleet.host_facts): the facts
+the roles read (read directly on Debian and Ubuntu, else by a few of Ansible's own fact collectors), and the names of
+the installed packages from dpkg's database (read as a file: no dpkg-query, no shell, no apt cache)."""
 
 from __future__ import annotations
+
+import re
 
 # The fact collectors run: the OS (distribution), the architecture and host names (platform), the login user's
 # environment (env: the firewall keeps Ansible's own SSH connection open from SSH_CONNECTION) and the network
@@ -42,11 +44,192 @@ def read_packages(path=DPKG_STATUS):
         return []
 
 
+# The distributions read without Ansible's collectors (os-release's ID): their names and versions are setup's
+# (distribution "Debian" 12.7 from /etc/debian_version, "Ubuntu" 22.04), and the roles support no other (apt, dpkg).
+LEAN_DISTRIBUTIONS = {"debian": "Debian", "ubuntu": "Ubuntu"}
+# setup's interface types, from `ip -j`'s link types.
+LINK_TYPES = {"ether": "ether", "loopback": "loopback", "infiniband": "infiniband", "ppp": "ppp", "none": "tunnel"}
+# The default route's source address and interface, as setup finds them (a route lookup, no traffic).
+ROUTE_PROBE = "8.8.8.8"
+
+
+def parse_os_release(text):
+    """The KEY=value pairs of an os-release file (quotes removed)."""
+    import shlex
+
+    result = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and not key.startswith("#"):
+            try:
+                words = shlex.split(value)
+            except ValueError:
+                words = [value.strip()]
+            result[key.strip()] = words[0] if words else ""
+    return result
+
+
+def distribution_facts(os_release, debian_version=""):
+    """setup's distribution facts of a Debian or Ubuntu host, from its os-release pairs (and /etc/debian_version's
+    text on Debian); None for any other distribution (the caller then runs Ansible's own collector)."""
+    name = LEAN_DISTRIBUTIONS.get(os_release.get("ID", ""))
+    if name is None:
+        return None
+    version = os_release.get("VERSION_ID", "")
+    if name == "Debian" and re.match(r"^\d+(\.\d+)*$", debian_version.strip()):
+        version = debian_version.strip()  # setup's Debian version: 12.7, where os-release says 12
+    parts = version.split(".")
+    return {
+        "distribution": name,
+        "distribution_version": version,
+        "distribution_major_version": parts[0] if version else "",
+        "distribution_minor_version": parts[1] if len(parts) > 1 else "NA",
+        "distribution_release": os_release.get("VERSION_CODENAME", "") or os_release.get("UBUNTU_CODENAME", ""),
+        "os_family": "Debian",
+    }
+
+
+def _ipv4(entry):
+    """setup's form of one IPv4 address of `ip -j addr` (prefix as a string, netmask, network, broadcast)."""
+    import ipaddress
+
+    net = ipaddress.IPv4Interface("%s/%s" % (entry["local"], entry["prefixlen"])).network
+    return {
+        "address": entry["local"],
+        "broadcast": entry.get("broadcast", ""),
+        "netmask": str(net.netmask),
+        "network": str(net.network_address),
+        "prefix": str(entry["prefixlen"]),
+    }
+
+
+def network_facts(links, route=None, bridges=()):
+    """setup's network facts (the keys the roles and the fleet model read) from `ip -j addr show` (links: its parsed
+    list) and `ip -j -4 route get 8.8.8.8` (route: its first entry, or None without a default route): "interfaces",
+    one entry per interface named after it ("-" as "_") with "device", "active", "type", "mtu", "macaddress",
+    "ipv4" (its first IPv4 address), "ipv4_secondaries" (every other one, labelled or not: an address belongs to
+    its device, not to a label such as eth0:1) and "ipv6"; "default_ipv4" (the route's interface and source address,
+    with its gateway); "all_ipv4_addresses", "all_ipv6_addresses". bridges: the names of bridge devices."""
+    facts = {"interfaces": [], "all_ipv4_addresses": [], "all_ipv6_addresses": []}
+    for link in links:
+        name = link.get("ifname")
+        if not name:
+            continue
+        kind = "bridge" if name in bridges else LINK_TYPES.get(link.get("link_type"), "unknown")
+        entry = {
+            "device": name,
+            "active": str(link.get("operstate", "")).lower() != "down",  # setup's: /sys/class/net/<name>/operstate
+            "type": kind,
+            "mtu": link.get("mtu"),
+            "promisc": "PROMISC" in link.get("flags", []),
+        }
+        if link.get("address") and kind not in ("loopback", "tunnel"):
+            entry["macaddress"] = link["address"]
+        ipv4 = [_ipv4(a) for a in link.get("addr_info", []) if a.get("family") == "inet" and a.get("local")]
+        ipv6 = [
+            {"address": a["local"], "prefix": str(a.get("prefixlen", "")), "scope": a.get("scope", "")}
+            for a in link.get("addr_info", [])
+            if a.get("family") == "inet6" and a.get("local")
+        ]
+        if ipv4:
+            entry["ipv4"] = ipv4[0]
+        if ipv4[1:]:
+            entry["ipv4_secondaries"] = ipv4[1:]
+        if ipv6:
+            entry["ipv6"] = ipv6
+        facts["interfaces"].append(name)
+        facts[name.replace("-", "_").replace(":", "_")] = entry
+        facts["all_ipv4_addresses"].extend(a["address"] for a in ipv4 if not a["address"].startswith("127."))
+        facts["all_ipv6_addresses"].extend(a["address"] for a in ipv6 if a["address"] != "::1")
+    default = {}
+    if route and route.get("dev") in facts["interfaces"]:
+        device = facts[route["dev"].replace("-", "_").replace(":", "_")]
+        addresses = [device["ipv4"]] + device.get("ipv4_secondaries", []) if "ipv4" in device else []
+        address = next((a for a in addresses if a["address"] == route.get("prefsrc")), (addresses or [{}])[0])
+        default = dict(
+            address,
+            address=route.get("prefsrc") or address.get("address", ""),
+            interface=route["dev"],
+            alias=route["dev"],
+            gateway=route.get("gateway", ""),
+            mtu=device["mtu"],
+            type=device["type"],
+        )
+        if "macaddress" in device:
+            default["macaddress"] = device["macaddress"]
+    facts["default_ipv4"] = default
+    return facts
+
+
+def platform_facts():
+    """setup's platform facts of this host but its fully qualified name and domain (a DNS lookup, which no role
+    needs) and the user space's architecture."""
+    import platform
+
+    node = platform.node()
+    machine = platform.machine()
+    return {
+        "system": platform.system(),
+        "kernel": platform.release(),
+        "kernel_version": platform.version(),
+        "machine": machine,
+        "architecture": "i386" if re.match(r"i[3-6]86$", machine) else machine,
+        "nodename": node,
+        "hostname": node.split(".")[0],
+        "python_version": platform.python_version(),
+        "machine_id": _read("/etc/machine-id").strip(),
+    }
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def lean_facts(module):
+    """The facts of FACT_SUBSETS read directly on a Debian or Ubuntu host with iproute2's JSON output: two `ip`
+    calls and a few files, where Ansible's collectors import every collector and run `ip` twice per interface. None
+    where that does not hold (another distribution, no `ip -j`): the caller runs Ansible's collectors."""
+    import json
+    import os
+
+    distribution = distribution_facts(parse_os_release(_read("/etc/os-release")), _read("/etc/debian_version"))
+    ip = module.get_bin_path("ip") if distribution else None
+    if not ip:
+        return None
+    rc, out, _err = module.run_command([ip, "-j", "addr", "show"])
+    try:
+        links = json.loads(out) if rc == 0 else None
+    except ValueError:
+        links = None
+    if not isinstance(links, list):
+        return None
+    rc, out, _err = module.run_command([ip, "-j", "-4", "route", "get", ROUTE_PROBE])
+    try:
+        routes = json.loads(out) if rc == 0 else []
+    except ValueError:
+        routes = []
+    try:
+        bridges = [name for name in os.listdir("/sys/class/net") if os.path.isdir("/sys/class/net/%s/bridge" % name)]
+    except OSError:
+        bridges = []
+    facts = dict(distribution, env=dict(os.environ))
+    facts.update(platform_facts())
+    facts.update(network_facts(links, routes[0] if routes else None, bridges))
+    return dict(("ansible_" + key, value) for key, value in facts.items())
+
+
 def collect_facts(module, timeout=10):
-    """Ansible's facts of FACT_SUBSETS (the keys setup returns, with their ansible_ prefix). Only these collectors
-    run (setup's minimal subset runs about a dozen more). Every collector module is still imported and shipped:
-    ansible.module_utils.facts' __init__ imports them all. The network facts are Linux's (preflight refuses any
-    other OS)."""
+    """Ansible's facts of FACT_SUBSETS (the keys setup returns, with their ansible_ prefix): lean_facts() where it
+    applies, else Ansible's own collectors (these only: setup's minimal subset runs about a dozen more; imported only
+    here, as ansible.module_utils.facts imports every collector). The network facts are Linux's (preflight refuses
+    any other OS)."""
+    lean = lean_facts(module)
+    if lean is not None:
+        return lean
     from ansible.module_utils.facts import ansible_collector
     from ansible.module_utils.facts.namespace import PrefixFactNamespace
     from ansible.module_utils.facts.network.linux import LinuxNetworkCollector

@@ -15,6 +15,10 @@ description:
     the OS (C(distribution*), C(os_family)), the architecture and host names, the environment of the user the
     module runs as (C(env)) and the network (C(interfaces), each interface's addresses, C(default_ipv4)); the rest
     of setup's C(min) subset, which no role of the collection reads, is not gathered.
+  - On Debian and Ubuntu hosts with iproute2's JSON output, these are read directly (C(/etc/os-release), two C(ip -j)
+    calls), with setup's names and values but for two differences - an address with a label (C(eth0:1)) is one of its
+    device's C(ipv4_secondaries), not an interface of its own, and C(fqdn), C(domain), C(default_ipv6), the user space's
+    architecture and the interfaces' hardware details are not read. Elsewhere Ansible's own collectors run.
   - With O(accounts), also the local users and groups, for the roles to skip their C(user) and C(group) calls when
     the accounts are already as they would make them (filter C(rayvllm.fleet.account_in_place)).
   - With O(packages), also the names of the installed packages, read from dpkg's status database (no

@@ -173,3 +173,110 @@ def test_node_interface_names_the_interface_holding_the_nodes_address():
     assert host_facts.node_interface(facts, "10.0.0.5", "ib0") == "ib0"
     assert host_facts.node_interface(facts, "10.9.9.9") == ""
     assert host_facts.node_interface(facts, "") == ""
+
+
+def test_collect_facts_falls_back_to_ansibles_collectors_where_the_lean_reading_does_not_apply(monkeypatch):
+    monkeypatch.setattr(host_facts, "lean_facts", lambda module: None)
+    facts = host_facts.collect_facts(Module())
+    assert "lo" in facts["ansible_interfaces"] and facts["ansible_distribution"]
+    assert facts.get("gather_subset") == ["!all", "network"]  # Ansible's collector ran
+
+
+OS_RELEASE_DEBIAN = """PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"
+NAME="Debian GNU/Linux"
+VERSION_ID="12"
+VERSION="12 (bookworm)"
+VERSION_CODENAME=bookworm
+ID=debian
+# a comment
+HOME_URL="https://www.debian.org/"
+"""
+OS_RELEASE_UBUNTU = """NAME="Ubuntu"
+VERSION_ID="22.04"
+VERSION="22.04.4 LTS (Jammy Jellyfish)"
+VERSION_CODENAME=jammy
+ID=ubuntu
+ID_LIKE=debian
+UBUNTU_CODENAME=jammy
+"""
+
+
+def test_os_release_pairs_lose_their_quotes():
+    pairs = host_facts.parse_os_release(OS_RELEASE_DEBIAN)
+    assert pairs["ID"] == "debian" and pairs["PRETTY_NAME"] == "Debian GNU/Linux 12 (bookworm)"
+    assert "# a comment" not in pairs and pairs["VERSION_CODENAME"] == "bookworm"
+
+
+def test_distribution_facts_name_debian_and_ubuntu_as_setup_does():
+    debian = host_facts.distribution_facts(host_facts.parse_os_release(OS_RELEASE_DEBIAN), "12.11\n")
+    assert debian == {
+        "distribution": "Debian", "distribution_version": "12.11", "distribution_major_version": "12",
+        "distribution_minor_version": "11", "distribution_release": "bookworm", "os_family": "Debian",
+    }  # fmt: skip
+    # Debian testing's debian_version is a codename pair: os-release's version stands.
+    testing = host_facts.distribution_facts(host_facts.parse_os_release(OS_RELEASE_DEBIAN), "trixie/sid")
+    assert testing["distribution_version"] == "12" and testing["distribution_minor_version"] == "NA"
+    ubuntu = host_facts.distribution_facts(host_facts.parse_os_release(OS_RELEASE_UBUNTU), "bookworm/sid")
+    assert (ubuntu["distribution"], ubuntu["distribution_version"], ubuntu["distribution_major_version"]) == (
+        "Ubuntu", "22.04", "22",
+    )  # fmt: skip
+    assert ubuntu["distribution_release"] == "jammy"
+
+
+def test_any_other_distribution_is_left_to_ansibles_collector():
+    assert host_facts.distribution_facts({"ID": "rocky", "VERSION_ID": "9.3"}) is None
+    assert host_facts.distribution_facts({}) is None
+
+
+# `ip -j addr show` of a host with a bridge, a down interface, a labelled alias and a secondary address.
+IP_ADDR = [
+    {"ifname": "lo", "flags": ["LOOPBACK", "UP", "LOWER_UP"], "mtu": 65536, "operstate": "UNKNOWN",
+     "link_type": "loopback", "address": "00:00:00:00:00:00", "addr_info": [
+         {"family": "inet", "local": "127.0.0.1", "prefixlen": 8, "scope": "host", "label": "lo"},
+         {"family": "inet", "local": "127.0.0.5", "prefixlen": 8, "scope": "host", "secondary": True, "label": "lo"},
+         {"family": "inet6", "local": "::1", "prefixlen": 128, "scope": "host"}]},
+    {"ifname": "eth0", "flags": ["BROADCAST", "MULTICAST", "UP", "LOWER_UP"], "mtu": 1400, "operstate": "UP",
+     "link_type": "ether", "address": "02:fc:00:00:00:01", "addr_info": [
+         {"family": "inet", "local": "192.0.2.2", "prefixlen": 24, "broadcast": "192.0.2.255", "scope": "global",
+          "label": "eth0"},
+         {"family": "inet", "local": "10.0.0.11", "prefixlen": 16, "broadcast": "10.0.255.255", "scope": "global",
+          "label": "eth0:ray"},
+         {"family": "inet6", "local": "fe80::fc:ff:fe00:1", "prefixlen": 64, "scope": "link"}]},
+    {"ifname": "br-9ed7d03ab9d7", "flags": ["NO-CARRIER", "BROADCAST", "MULTICAST", "UP"], "mtu": 1500,
+     "operstate": "DOWN", "link_type": "ether", "address": "02:42:3b:26:a4:71", "addr_info": [
+         {"family": "inet", "local": "10.77.0.1", "prefixlen": 24, "broadcast": "10.77.0.255", "scope": "global",
+          "label": "br-9ed7d03ab9d7"}]},
+]  # fmt: skip
+ROUTE = {"dst": "8.8.8.8", "gateway": "10.0.0.1", "dev": "eth0", "prefsrc": "10.0.0.11", "flags": []}
+
+
+def test_network_facts_as_setup_names_them():
+    facts = host_facts.network_facts(IP_ADDR, ROUTE, bridges=["br-9ed7d03ab9d7"])
+    assert facts["interfaces"] == ["lo", "eth0", "br-9ed7d03ab9d7"]
+    assert facts["lo"]["ipv4"] == {
+        "address": "127.0.0.1", "broadcast": "", "netmask": "255.0.0.0", "network": "127.0.0.0", "prefix": "8",
+    }  # fmt: skip
+    assert [a["address"] for a in facts["lo"]["ipv4_secondaries"]] == ["127.0.0.5"]
+    assert facts["lo"]["type"] == "loopback" and "macaddress" not in facts["lo"] and facts["lo"]["active"]
+    assert facts["eth0"]["macaddress"] == "02:fc:00:00:00:01" and facts["eth0"]["mtu"] == 1400
+    assert facts["eth0"]["ipv6"] == [{"address": "fe80::fc:ff:fe00:1", "prefix": "64", "scope": "link"}]
+    # A name with "-" is a key with "_", as setup's; a bridge without carrier is a bridge, not active.
+    bridge = facts["br_9ed7d03ab9d7"]
+    assert (bridge["device"], bridge["type"], bridge["active"]) == ("br-9ed7d03ab9d7", "bridge", False)
+    assert facts["all_ipv4_addresses"] == ["192.0.2.2", "10.0.0.11", "10.77.0.1"]
+    assert facts["all_ipv6_addresses"] == ["fe80::fc:ff:fe00:1"]
+
+
+def test_the_default_address_is_the_routes_source_on_its_interface():
+    default = host_facts.network_facts(IP_ADDR, ROUTE)["default_ipv4"]
+    assert default["address"] == "10.0.0.11" and default["interface"] == "eth0" and default["gateway"] == "10.0.0.1"
+    assert default["netmask"] == "255.255.0.0" and default["macaddress"] == "02:fc:00:00:00:01"
+    assert host_facts.network_facts(IP_ADDR, None)["default_ipv4"] == {}
+
+
+def test_a_labelled_address_belongs_to_its_device():
+    # Ansible's collector makes "eth0:ray" an interface of its own; NCCL and firewalld know only eth0.
+    facts = host_facts.network_facts(IP_ADDR, ROUTE)
+    assert host_facts.interface_addresses(facts)["eth0"] == ["192.0.2.2", "10.0.0.11"]
+    assert host_facts.node_interface(facts, "10.0.0.11") == "eth0"
+    assert host_facts.node_interface(facts, "127.0.0.5") == "lo"
