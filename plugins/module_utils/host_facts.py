@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.host_probe import read
+
 # The fact collectors run: the OS (distribution), the architecture and host names (platform), the login user's
 # environment (env: the firewall keeps Ansible's own SSH connection open from SSH_CONNECTION) and the network
 # (interfaces and their addresses, the default route). Nothing else of setup's "min" subset is read by a role.
@@ -111,6 +113,7 @@ def network_facts(links, route=None, bridges=()):
     its device, not to a label such as eth0:1) and "ipv6"; "default_ipv4" (the route's interface and source address,
     with its gateway); "all_ipv4_addresses", "all_ipv6_addresses". bridges: the names of bridge devices."""
     facts = {"interfaces": [], "all_ipv4_addresses": [], "all_ipv6_addresses": []}
+    entries = {}
     for link in links:
         name = link.get("ifname")
         if not name:
@@ -138,12 +141,12 @@ def network_facts(links, route=None, bridges=()):
         if ipv6:
             entry["ipv6"] = ipv6
         facts["interfaces"].append(name)
-        facts[name.replace("-", "_").replace(":", "_")] = entry
+        facts[name.replace("-", "_")] = entries[name] = entry
         facts["all_ipv4_addresses"].extend(a["address"] for a in ipv4 if not a["address"].startswith("127."))
         facts["all_ipv6_addresses"].extend(a["address"] for a in ipv6 if a["address"] != "::1")
     default = {}
-    if route and route.get("dev") in facts["interfaces"]:
-        device = facts[route["dev"].replace("-", "_").replace(":", "_")]
+    device = entries.get(route.get("dev")) if route else None
+    if device:
         addresses = [device["ipv4"]] + device.get("ipv4_secondaries", []) if "ipv4" in device else []
         address = next((a for a in addresses if a["address"] == route.get("prefsrc")), (addresses or [{}])[0])
         default = dict(
@@ -177,48 +180,42 @@ def platform_facts():
         "nodename": node,
         "hostname": node.split(".")[0],
         "python_version": platform.python_version(),
-        "machine_id": _read("/etc/machine-id").strip(),
+        "machine_id": read("/etc/machine-id").strip(),
     }
 
 
-def _read(path):
+def _ip_json(module, ip, *args):
+    """The parsed JSON output of `ip -j ARGS`; None where it fails or prints no JSON."""
+    import json
+
+    rc, out, _err = module.run_command([ip, "-j"] + list(args))
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
+        return json.loads(out) if rc == 0 else None
+    except ValueError:
+        return None
 
 
 def lean_facts(module):
     """The facts of FACT_SUBSETS read directly on a Debian or Ubuntu host with iproute2's JSON output: two `ip`
     calls and a few files, where Ansible's collectors import every collector and run `ip` twice per interface. None
     where that does not hold (another distribution, no `ip -j`): the caller runs Ansible's collectors."""
-    import json
     import os
 
-    distribution = distribution_facts(parse_os_release(_read("/etc/os-release")), _read("/etc/debian_version"))
+    distribution = distribution_facts(parse_os_release(read("/etc/os-release")), read("/etc/debian_version"))
     ip = module.get_bin_path("ip") if distribution else None
     if not ip:
         return None
-    rc, out, _err = module.run_command([ip, "-j", "addr", "show"])
-    try:
-        links = json.loads(out) if rc == 0 else None
-    except ValueError:
-        links = None
+    links = _ip_json(module, ip, "addr", "show")
     if not isinstance(links, list):
         return None
-    rc, out, _err = module.run_command([ip, "-j", "-4", "route", "get", ROUTE_PROBE])
-    try:
-        routes = json.loads(out) if rc == 0 else []
-    except ValueError:
-        routes = []
+    routes = _ip_json(module, ip, "-4", "route", "get", ROUTE_PROBE)
     try:
         bridges = [name for name in os.listdir("/sys/class/net") if os.path.isdir("/sys/class/net/%s/bridge" % name)]
     except OSError:
         bridges = []
     facts = dict(distribution, env=dict(os.environ))
     facts.update(platform_facts())
-    facts.update(network_facts(links, routes[0] if routes else None, bridges))
+    facts.update(network_facts(links, routes[0] if isinstance(routes, list) and routes else None, bridges))
     return dict(("ansible_" + key, value) for key, value in facts.items())
 
 
@@ -320,14 +317,7 @@ def local_accounts(passwd_text, group_text, exists=None):
 
 def read_accounts(passwd="/etc/passwd", group="/etc/group"):
     """local_accounts() of this host's files; an unreadable file gives no entries of its kind."""
-    texts = []
-    for path in (passwd, group):
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                texts.append(f.read())
-        except OSError:
-            texts.append("")
-    return local_accounts(*texts)
+    return local_accounts(read(passwd), read(group))
 
 
 def account_in_place(accounts, user=None, group=None, home=None, shell=None, create_home=False, groups=()):

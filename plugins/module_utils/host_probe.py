@@ -203,8 +203,9 @@ def path_state(path):
 
 
 def read(path):
+    """The text of the file at path (UTF-8, undecodable bytes replaced); "" where it cannot be read."""
     try:
-        with open(path) as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             return handle.read()
     except OSError:
         return ""
