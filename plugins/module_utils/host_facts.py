@@ -3,7 +3,8 @@
 # Apache License 2.0 (see https://www.apache.org/licenses/LICENSE-2.0)
 """What roles/fleet_facts reads on every host once per run, in one module call (rayvllm.fleet.host_facts): the facts
 the roles read (read directly on Debian and Ubuntu, else by a few of Ansible's own fact collectors), and the names of
-the installed packages from dpkg's database (read as a file: no dpkg-query, no shell, no apt cache)."""
+the installed packages from dpkg's database (read as a file: no dpkg-query, no shell, no apt cache), and the units
+that run and start at boot (one systemctl call)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,34 @@ def read_packages(path=DPKG_STATUS):
             return installed_packages(f.read())
     except FileNotFoundError:
         return []
+
+
+# The units whose states are read: the services and timers systemd has loaded (a unit that runs is always loaded).
+UNIT_PATTERNS = ("*.service", "*.timer")
+
+
+def running_units(text):
+    """The sorted names of the units `systemctl show --property=Id,ActiveState,UnitFileState` (its text: one block of
+    KEY=value lines per unit, blank lines between) describes as active and enabled at boot: those that a
+    "state: started, enabled: true" of ansible.builtin.systemd_service would leave as they are."""
+    names = []
+    for block in text.split("\n\n"):
+        props = dict(line.split("=", 1) for line in block.splitlines() if "=" in line)
+        if props.get("Id") and props.get("ActiveState") == "active" and props.get("UnitFileState") == "enabled":
+            names.append(props["Id"])
+    return sorted(names)
+
+
+def read_running_units(module):
+    """running_units() of the host's loaded services and timers, in one systemctl call; [] without systemctl or where
+    it fails (the roles then check each of their units as before)."""
+    systemctl = module.get_bin_path("systemctl")
+    if not systemctl:
+        return []
+    rc, out, _err = module.run_command(
+        [systemctl, "show", "--property=Id,ActiveState,UnitFileState", "--"] + list(UNIT_PATTERNS)
+    )
+    return running_units(out) if rc == 0 else []
 
 
 # The distributions read without Ansible's collectors (os-release's ID): their names and versions are setup's

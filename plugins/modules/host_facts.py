@@ -23,6 +23,9 @@ description:
     the accounts are already as they would make them (filter C(rayvllm.fleet.account_in_place)).
   - With O(packages), also the names of the installed packages, read from dpkg's status database (no
     C(dpkg-query), no apt cache).
+  - With O(units), also the services and timers that are active and enabled at boot (one C(systemctl show)), for
+    the roles to skip their C(systemd_service) calls for units that already run and start at boot and that nothing
+    of the run restarted or stopped.
   - With O(probe), also what preflight checks on the host (M(rayvllm.fleet.host_probe)'s reads, every listening
     TCP socket among them) in the same call. C(playbooks/preflight.yml) asks for it, and saves a module call per
     host.
@@ -37,6 +40,10 @@ options:
     default: true
   accounts:
     description: Also return the local users and groups (C(/etc/passwd), C(/etc/group)).
+    type: bool
+    default: true
+  units:
+    description: Also return the services and timers that are active and enabled at boot.
     type: bool
     default: true
   gather_timeout:
@@ -116,6 +123,14 @@ accounts:
   sample:
     users: {"ray": {"uid": 999, "gid": 999, "home": "/var/lib/ray", "shell": "/usr/sbin/nologin", "home_exists": true}}
     groups: {"ray": {"gid": 999, "members": ["prometheus"]}}
+running_units:
+  description:
+    - The loaded services and timers that are active (C(ActiveState)) and enabled at boot (C(UnitFileState)), by their
+      full names, sorted; empty without O(units) or on a host without systemd.
+  returned: always
+  type: list
+  elements: str
+  sample: ["prometheus-node-exporter.service", "vllm-watchdog.timer"]
 probe:
   description:
     - With O(probe), what M(rayvllm.fleet.host_probe) returns (C(python), C(shm_mib), C(memory_mib), C(listening)
@@ -131,6 +146,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.host_facts import (
     node_interface,
     read_accounts,
     read_packages,
+    read_running_units,
 )
 from ansible_collections.rayvllm.fleet.plugins.module_utils.host_probe import probe as host_probe
 
@@ -140,6 +156,7 @@ def main():
         argument_spec=dict(
             packages=dict(type="bool", default=True),
             accounts=dict(type="bool", default=True),
+            units=dict(type="bool", default=True),
             gather_timeout=dict(type="int", default=10),
             probe=dict(
                 type="dict",
@@ -156,7 +173,8 @@ def main():
     facts = collect_facts(module, timeout=module.params["gather_timeout"])
     packages = read_packages() if module.params["packages"] else []
     accounts = read_accounts() if module.params["accounts"] else {"users": {}, "groups": {}}
-    result = dict(changed=False, ansible_facts=facts, packages=packages, accounts=accounts)
+    units = read_running_units(module) if module.params["units"] else []
+    result = dict(changed=False, ansible_facts=facts, packages=packages, accounts=accounts, running_units=units)
     wanted = module.params["probe"]
     if wanted is not None:
         interface = node_interface(facts, wanted["node_ip"], wanted["node_interface"])

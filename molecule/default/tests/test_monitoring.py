@@ -34,7 +34,9 @@ from sandbox import (
     api,
     complete,
     head,
+    playbook,
     ray_api,
+    sh,
     vllm_api_key,
     wait_for,
 )
@@ -232,3 +234,31 @@ def test_grafana_server_serves_the_dashboards():
     with urllib.request.urlopen(request, timeout=10) as response:
         found = {d["uid"] for d in json.load(response)}
     assert {json.loads(t)["uid"] for t in deployed_dashboards().values()} <= found
+
+
+def task_results(out, task):
+    """The result lines of the task whose banner names ``task``, in a playbook's output."""
+    banner = r"TASK \[[^\]]*" + re.escape(task) + r"[^\]]*\][^\n]*\n"
+    match = re.search(banner + r"(.*?)(?=\nTASK \[|\nRUNNING HANDLER|\nPLAY)", out, re.S)
+    assert match, f"no task {task!r} in the run"
+    return match.group(1)
+
+
+def test_a_node_exporter_stopped_by_hand_is_started_and_enabled_again():
+    # The roles skip their systemd_service check of a unit that ran and started at boot as the run began
+    # (fleet_running_units, read with the facts): a unit stopped and disabled behind the playbooks' back is not one.
+    task = "Node exporter | running and enabled at boot"
+    run = ("playbooks/monitoring.yml", "--limit", "ray-worker-2", "--tags", "node_exporter")
+    sh("ray-worker-2", "systemctl disable --now prometheus-node-exporter")
+    try:
+        rc, out = playbook(*run)
+        assert rc == 0, out[-3000:]
+        assert "changed: [ray-worker-2]" in task_results(out, task)
+        assert sh("ray-worker-2", "systemctl is-active prometheus-node-exporter; systemctl is-enabled "
+                  "prometheus-node-exporter").split() == ["active", "enabled"]  # fmt: skip
+        rc, out = playbook(*run)
+        assert rc == 0, out[-3000:]
+        assert "skipping: [ray-worker-2]" in task_results(out, task)  # running and enabled as this run began
+        assert re.search(r"ray-worker-2\s+: ok=\d+\s+changed=0 ", out), out[-2000:]
+    finally:
+        sh("ray-worker-2", "systemctl enable --now prometheus-node-exporter", check=False)

@@ -280,3 +280,73 @@ def test_a_labelled_address_belongs_to_its_device():
     assert host_facts.interface_addresses(facts)["eth0"] == ["192.0.2.2", "10.0.0.11"]
     assert host_facts.node_interface(facts, "10.0.0.11") == "eth0"
     assert host_facts.node_interface(facts, "127.0.0.5") == "lo"
+
+
+# `systemctl show --property=Id,ActiveState,UnitFileState -- '*.service' '*.timer'` of a converged node (trimmed).
+SYSTEMCTL_SHOW = """Id=prometheus-node-exporter.service
+ActiveState=active
+UnitFileState=enabled
+
+Id=vllm-router@tiny-llama.service
+ActiveState=active
+UnitFileState=enabled
+
+Id=systemd-journald.service
+ActiveState=active
+UnitFileState=static
+
+Id=vllm-watchdog.timer
+ActiveState=active
+UnitFileState=enabled
+
+Id=ray-head.service
+ActiveState=failed
+UnitFileState=enabled
+
+Id=prometheus.service
+ActiveState=active
+UnitFileState=disabled
+
+Id=vllm.service
+ActiveState=activating
+UnitFileState=enabled
+"""
+
+
+def test_running_units_are_those_active_and_enabled_at_boot():
+    # Not a static unit (systemd_service cannot enable it), a failed or starting one, nor one disabled at boot: the
+    # roles check those as before.
+    assert host_facts.running_units(SYSTEMCTL_SHOW) == [
+        "prometheus-node-exporter.service",
+        "vllm-router@tiny-llama.service",
+        "vllm-watchdog.timer",
+    ]
+    assert host_facts.running_units("") == []
+
+
+class Systemctl:
+    """A module whose systemctl prints out with return code rc (or that has none)."""
+
+    def __init__(self, rc=0, out="", present=True):
+        self.rc, self.out, self.present, self.calls = rc, out, present, []
+
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        return "/usr/bin/" + name if self.present else None
+
+    def run_command(self, args, **kwargs):
+        self.calls.append(args)
+        return self.rc, self.out, ""
+
+
+def test_read_running_units_asks_systemctl_once_for_services_and_timers():
+    module = Systemctl(out=SYSTEMCTL_SHOW)
+    assert host_facts.read_running_units(module)[0] == "prometheus-node-exporter.service"
+    assert module.calls == [
+        ["/usr/bin/systemctl", "show", "--property=Id,ActiveState,UnitFileState", "--", "*.service", "*.timer"]
+    ]
+
+
+def test_no_running_units_without_systemd_or_where_systemctl_fails():
+    # The roles then check every unit: nothing is skipped on a guess.
+    assert host_facts.read_running_units(Systemctl(present=False)) == []
+    assert host_facts.read_running_units(Systemctl(rc=1, out=SYSTEMCTL_SHOW)) == []
