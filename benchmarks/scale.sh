@@ -14,6 +14,9 @@
 # node_exporter,prometheus). The containers and their network are removed at the end.
 #   PHASES="host_prep firewall" runs only those phases (the names above, fleet facts as facts); LOGS=DIR keeps each
 #   phase's ansible-playbook output there (DIR/<phase>-<N>.log), e.g. with ANSIBLE_CALLBACKS_ENABLED=profile_tasks.
+#   SAME_LOAD=1 starts as many hosts for every N as for the largest, the ones past N idle and outside the inventory:
+#   the sandbox's hosts share this machine's cores and kernel, and an idle host's systemd still costs the others; with
+#   the same hosts up at every N, the ratio of two runs shows how the playbooks grow, not how the machine copes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1 ANSIBLE_CACHE_PLUGIN=memory
@@ -146,11 +149,13 @@ phase() {
     'BEGIN { printf "%5d  %-12s %8.1f s %8.2f s/host %8.2f CPU-s/host %8d MiB\n", n, p, t, t / n, c / n, m }'
 }
 
+largest=$(printf '%s\n' "${SIZES[@]}" | sort -n | tail -n 1)
 echo "scale: clusters of 4, Prometheus on the first host, forks $(awk -F' *= *' '/^forks/ {print $2}' ansible.cfg)," \
-  "$(nproc) cores, commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo '+changes'), $(date -u +%F)"
+  "$(nproc) cores, commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo '+changes'), $(date -u +%F)" \
+  "$([ "${SAME_LOAD:-0}" = 1 ] && echo "(SAME_LOAD: $largest hosts up at every N)")"
 printf '%5s  %-12s %10s %15s %19s %12s\n' N phase wall per_host controller_cpu peak_rss
 for n in "${SIZES[@]}"; do
-  start_hosts "$n"
+  if [ "${SAME_LOAD:-0}" = 1 ]; then start_hosts "$largest"; else start_hosts "$n"; fi
   inv=$work/inv-$n
   write_inventory "$n" "$inv"
   phase "$n" preflight "$inv" playbooks/preflight.yml
