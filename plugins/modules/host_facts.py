@@ -24,8 +24,8 @@ description:
   - With O(packages), also the names of the installed packages, read from dpkg's status database (no
     C(dpkg-query), no apt cache).
   - With O(units), also the services and timers that are active and enabled at boot (one C(systemctl show)), for
-    the roles to skip their C(systemd_service) calls for units that already run and start at boot and that nothing
-    of the run restarted or stopped.
+    the roles to skip their C(systemd_service) calls for units that already run and start at boot and that no task
+    of the run stops (a restart leaves a unit running).
   - With O(probe), also what preflight checks on the host (M(rayvllm.fleet.host_probe)'s reads, every listening
     TCP socket among them) in the same call. C(playbooks/preflight.yml) asks for it, and saves a module call per
     host.
