@@ -453,6 +453,21 @@ def serve_running(model):
 TIMED = {"ANSIBLE_CALLBACKS_ENABLED": "ansible.posix.profile_tasks"}
 
 
+def task_results(out):
+    """(task, status, host) of every result line of a playbook's output, in order: the task as its banner names it
+    (role prefix included; handlers too), status ok, changed, skipping, failed or fatal, the host as the line names
+    it (with its delegate, "ray-head -> ray-worker-1")."""
+    task, found = "", []
+    for line in out.splitlines():
+        if line.startswith(("TASK [", "RUNNING HANDLER [")):
+            task = line.split("[", 1)[1].rsplit("]", 1)[0]
+            continue
+        match = re.match(r"(ok|changed|skipping|failed|fatal): \[([^\]]+)\]", line)
+        if match:
+            found.append((task, match.group(1), match.group(2)))
+    return found
+
+
 def task_started(out, task):
     """Wall-clock time (epoch seconds) the first task whose banner contains ``task`` started, from a run
     with TIMED; None when no such task ran."""

@@ -8,7 +8,18 @@ from pathlib import Path
 
 import pytest
 import testinfra
-from sandbox import HEAD_IP, NODE_IPS, SETTINGS, TIMED, alive_nodes, bearer_request, playbook, ray_api, vllm_api_key
+from sandbox import (
+    HEAD_IP,
+    NODE_IPS,
+    SETTINGS,
+    TIMED,
+    alive_nodes,
+    bearer_request,
+    playbook,
+    ray_api,
+    task_results,
+    vllm_api_key,
+)
 
 testinfra_hosts = ["ansible://ray-head"]  # cluster default's head (cluster b: tests/test_router.py)
 ROOT = Path(__file__).resolve().parents[3]
@@ -142,10 +153,4 @@ def test_a_rerun_changes_and_restarts_nothing():
 
 def changed_tasks(out):
     """(task, host) of every change a playbook's output reports: what a re-run that should change nothing changed."""
-    task, found = "", []
-    for line in out.splitlines():
-        if line.startswith(("TASK [", "RUNNING HANDLER [")):
-            task = line.split("[", 1)[1].rsplit("]", 1)[0]
-        elif line.startswith("changed: ["):
-            found.append((task, line.split("[", 1)[1].split("]", 1)[0]))
-    return found
+    return [(task, host) for task, status, host in task_results(out) if status == "changed"]
