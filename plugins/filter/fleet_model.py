@@ -39,6 +39,12 @@ def _role_defaults():
     return _DEFAULTS
 
 
+def preload():
+    """Read the shared defaults (plugins/vars/preload.py calls this in the controller's main process, so that the
+    worker processes Ansible forks for each task inherit them)."""
+    _role_defaults()
+
+
 def shared_default(name):
     """The owning role's default of a setting the fleet model shares (SHARED_SETTINGS): what a host gets that the
     inventory leaves unset. For the first module call of a run, before the model exists."""

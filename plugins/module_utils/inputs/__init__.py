@@ -39,3 +39,10 @@ def problems(role, values, host, model=None, context=None):
     found = check(values, str(host), model or {}, context or {})
     # Then each value the role's own checks did not name, against the role's argument spec (inputs/spec.py).
     return found + import_module("%s.spec" % __name__).problems(module, values, str(host), found)
+
+
+def preload():
+    """Import every role's checks (plugins/vars/preload.py calls this in the controller's main process, so that the
+    worker processes Ansible forks for each task inherit them)."""
+    for module, _function in ROLES.values():
+        import_module("%s.%s" % (__name__, module))

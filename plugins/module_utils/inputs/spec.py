@@ -38,8 +38,9 @@ def role_options(role):
     if role not in _SPECS:
         import yaml  # the controller's (Ansible's own dependency); imported here, not where modules run
 
-        # libyaml's loader where there is one (as Ansible's): read once per role in each validate task's worker
-        # process, i.e. once per host, the pure-Python loader took ~14 ms a spec.
+        # libyaml's loader where there is one (as Ansible's): the pure-Python loader took ~14 ms a spec. Read once
+        # per process: in the controller's main process before any worker (preload()), or where that did not run,
+        # once per role in each validate task's worker process, i.e. once per host.
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         try:
             with open(os.path.join(ROLES_DIR, role, "meta", "argument_specs.yml")) as handle:
@@ -50,6 +51,14 @@ def role_options(role):
             name: dict((k, v) for k, v in spec.items() if k in _CHECKED + ("no_log",)) for name, spec in options.items()
         }
     return _SPECS[role]
+
+
+def preload():
+    """Read every role's spec (plugins/vars/preload.py calls this in the controller's main process, so that the
+    worker processes Ansible forks for each task inherit them)."""
+    for role in sorted(os.listdir(ROLES_DIR)) if os.path.isdir(ROLES_DIR) else []:
+        if os.path.isfile(os.path.join(ROLES_DIR, role, "meta", "argument_specs.yml")):
+            role_options(role)
 
 
 def _expected(spec):
