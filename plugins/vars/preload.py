@@ -16,7 +16,7 @@ description:
   - Ansible runs each task on each host in a worker process forked from that process, and the collection's Python is
     compiled from source on every import (Ansible's collection loader keeps no bytecode). Without this plugin every
     worker that uses a C(rayvllm.fleet) filter imports, compiles and reads all of that again; with it, the workers
-    inherit it. C(playbooks/preflight.yml) on 32 local hosts took 13 % less controller CPU.
+    inherit it (the figures are in the project's C(docs/benchmarks.md)).
   - Enabled in the project's C(ansible.cfg) (C(vars_plugins_enabled), beside Ansible's C(host_group_vars), which
     loads C(group_vars/) and C(host_vars/)). Keep both when you use an C(ansible.cfg) of your own; without it the
     playbooks run the same, only slower.
@@ -37,7 +37,7 @@ PLUGINS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(PLUGINS)
 # The kinds of plugins that run on the controller, in its workers (the modules run on the hosts).
 KINDS = ("filter", "lookup")
-_DONE = []
+_LOADED = None  # how many modules this process loaded, once it has
 
 
 def collection_imports(source, root=ROOT):
@@ -94,10 +94,11 @@ class VarsModule(BaseVarsPlugin):
     is_stateless = True
 
     def __init__(self):
+        global _LOADED
         super().__init__()
-        if not _DONE:
-            _DONE.append(len(preload()))
-            display.vvv("rayvllm.fleet.preload: %d modules of the collection loaded before the workers" % _DONE[0])
+        if _LOADED is None:
+            _LOADED = len(preload())
+            display.vvv("rayvllm.fleet.preload: %d modules of the collection loaded before the workers" % _LOADED)
 
     def get_vars(self, loader, path, entities, cache=True):
         return {}
