@@ -7,6 +7,20 @@ want=$(sha256sum requirements.lock | cut -c1-16)
 if [ -x .venv/bin/ansible-playbook ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
   exit 0
 fi
+# Debian and Ubuntu ship venv's pip bootstrap (ensurepip) apart from python3, in python3-venv: a minimal install has
+# python3 without it, and `python3 -m venv` fails there. Install it where we may (root, apt); say what to do elsewhere.
+if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip, venv' 2>/dev/null; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "controller venv: installing python3 and python3-venv from the distribution (ensurepip missing)" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv >/dev/null
+  else
+    echo "controller venv: python3 with its venv module and ensurepip is needed; on Debian or Ubuntu run" \
+      "'apt-get install python3-venv' as root, then run this again" >&2
+    exit 1
+  fi
+fi
+rm -rf .venv
 python3 -m venv .venv
 # Drop this machine's pip-config noise from stderr without hiding pip's exit status.
 quiet() { "$@" 2> >(grep -v 'is ignored: it is neither' >&2); }

@@ -14,7 +14,27 @@ phase() {
   echo "== $* (at $(($(date +%s) - start)) s; CPU busy $(((busy - cpu_busy) * 100 / (total - cpu_total + 1)))% since the last phase)"
   cpu_busy=$busy cpu_total=$total
 }
+# The table printed at the run's end (and at a failure's): one row per stage, its seconds and its tests passed, failed
+# and skipped (scripts/stage-table.py reads each stage's pytest summary from its log).
+mkdir -p .cache
+table=.cache/stage-table.tsv
+: >"$table"
+stage_started=$start
+# stage_done NAME [LOG]: a row for the stage that began at $stage_started; the next one begins now.
+stage_done() {
+  local now
+  now=$(date +%s)
+  python3 scripts/stage-table.py add "$table" "$1" "$((now - stage_started))" ${2:+"$2"}
+  stage_started=$now
+}
+print_stage_table() {
+  echo "== stages (seconds; tests passed, failed and skipped)"
+  python3 scripts/stage-table.py print "$table"
+}
 bash scripts/controller-venv.sh
+# tests/integration's test_mismatched_python needs a second Python of another version: Debian 12's PyPy (Python 3.9).
+# Before the prerequisites below, which may run apt-get too.
+command -v pypy3 >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pypy3 >/dev/null; }
 export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 
 # The sandbox's hosts, removed with the docker CLI (it waits): a host that holds several vLLM venvs (~4 GB each)
@@ -31,7 +51,6 @@ remove_sandbox_hosts() {
 
 # The host image and wheelhouse take minutes: build them while the fast checks run, and remove the hosts an
 # earlier run left (it stops them at its end, see below: ~100 s) beside them.
-mkdir -p .cache
 {
   bash scripts/ensure-docker.sh
   remove_sandbox_hosts &
@@ -56,7 +75,7 @@ rm -rf "$HOME/.ansible/collections/ansible_collections/rayvllm"
 # installs that copy, starts after it.
 ansible-lint --offline -q >.cache/ansible-lint.log 2>&1 &
 ansible_lint=$!
-trap 'kill "$ansible_lint" 2>/dev/null || true' EXIT
+trap 'kill "$ansible_lint" 2>/dev/null || true; print_stage_table' EXIT
 yamllint -s .
 ruff check .
 ruff format --check .
@@ -89,15 +108,17 @@ bash scripts/promtool.sh test rules tests/promtool/*.yml
 python3 scripts/dashboard-rules.py roles/grafana/files/dashboards/*.json >.cache/dashboard-rules.yml
 bash scripts/promtool.sh check rules .cache/dashboard-rules.yml
 
-pytest -q tests/unit
+pytest -q tests/unit 2>&1 | tee .cache/unit.log
 if ! wait "$ansible_lint"; then cat .cache/ansible-lint.log; exit 1; fi
 echo "ansible-lint: passed"
+stage_done "lint and unit tests" .cache/unit.log
 # The preflight integration tests and ansible-test sanity run in the background from the end of the converge (below).
 integration="" sanity=""
 
 phase "sandbox prerequisites"
 if ! wait "$prereqs"; then cat .cache/sandbox-prereqs.log; exit 1; fi
 cat .cache/sandbox-prereqs.log
+stage_done "sandbox prerequisites (the rest)"
 RAYVLLM_HOST_IMAGE=$(cat .cache/host-image)
 export RAYVLLM_HOST_IMAGE
 
@@ -124,8 +145,11 @@ destroy_sandbox() {
 side="" side_now=""
 run_side_scenarios() {
   local scenario
+  local began
   for scenario in "$@"; do
+    began=$(date +%s)
     molecule test -s "$scenario" >".cache/$scenario.log" 2>&1 || { echo "$scenario" >.cache/side-failed; return 1; }
+    echo "$(($(date +%s) - began))" >".cache/$scenario.seconds"
   done
 }
 start_side_scenarios() {
@@ -142,6 +166,8 @@ wait_side_scenarios() {
   if ! wait "$pid"; then cat ".cache/$(cat .cache/side-failed).log"; exit 1; fi
   for scenario in $side_now; do
     echo "$scenario: $(grep -E '(passed|failed).* in [0-9.]+s' ".cache/$scenario.log" | tail -n 1)"
+    python3 scripts/stage-table.py add "$table" "molecule $scenario (beside)" "$(cat ".cache/$scenario.seconds")" \
+      ".cache/$scenario.log"
   done
 }
 cleanup() {
@@ -151,10 +177,12 @@ cleanup() {
     for scenario in $side_now; do molecule destroy -s "$scenario" >/dev/null 2>&1 || true; done
   fi
   destroy_sandbox || true
+  print_stage_table
 }
 trap cleanup EXIT
 destroy_sandbox
 molecule create -s default
+stage_done "sandbox fleet: create"
 phase "sandbox fleet: converge (site.yml, 4 hosts)"
 # At -vvv into a log: the verify tests check that no secret (Ray token, vLLM key, passwords) shows in it.
 # profile_tasks: each task's start time in the log, and the slowest tasks after the recap.
@@ -164,6 +192,7 @@ if ! ANSIBLE_CALLBACKS_ENABLED=ansible.posix.profile_tasks molecule converge -s 
 fi
 grep -A5 '^PLAY RECAP' .cache/converge-vvv.log
 grep -A23 '^TASKS RECAP' .cache/converge-vvv.log || true
+stage_done "sandbox fleet: converge"
 # The preflight integration tests (ansible-playbook runs against hosts of this machine, no Docker: ~570 CPU
 # seconds) and ansible-test sanity (~80, more when it builds its venvs) run from the end of the converge to the end
 # of the run at the CPU's idle priority (SCHED_IDLE): they take the cores the sandbox leaves idle, above all in the
@@ -176,9 +205,10 @@ in_background() {
   local log=$1
   shift
   {
-    rc=0
+    rc=0 began=$(date +%s)
     RAYVLLM_INTEGRATION_TIMEOUT=3600 chrt --idle 0 "$@" || rc=$?
     echo "(ended at $(($(date +%s) - start)) s)"
+    echo "$(($(date +%s) - began))" >"$log.seconds"
     exit "$rc"
   } >"$log" 2>&1 &
 }
@@ -193,7 +223,8 @@ else
   echo "scenarios gpu_preflight, firewall_ufw and firewall_firewalld: skipped (set RAYVLLM_SLOW_TESTS=1)"
   phase "sandbox fleet: verify"
 fi
-molecule verify -s default
+molecule verify -s default 2>&1 | tee .cache/verify.log
+stage_done "sandbox fleet: verify" .cache/verify.log
 for stage in molecule/default/stages/test_*.py; do
   # The test_1_* stages (monitoring changes, status) and the fault stage may run beside the small scenarios (a
   # fault may take 10 minutes to heal before its test fails; benchmarks/faults.sh measures the recovery figures
@@ -203,19 +234,24 @@ for stage in molecule/default/stages/test_*.py; do
     *) wait_side_scenarios ;;
   esac
   phase "sandbox fleet: stage $(basename "$stage" .py)"
-  pytest -p no:cacheprovider -v -s --durations=0 "$stage"
+  pytest -p no:cacheprovider -v -s --durations=0 "$stage" 2>&1 | tee ".cache/$(basename "$stage" .py).log"
+  stage_done "stage $(basename "$stage" .py)" ".cache/$(basename "$stage" .py).log"
 done
 wait_side_scenarios
 # The hosts are killed, not removed: removing several GB of venvs per host took 111 s at the end of the run
 # (rehearsal of 99dd76f); the next run removes them beside its first checks (remove_sandbox_hosts above).
 phase "sandbox fleet: stop (the next run removes the hosts)"
 docker kill ray-head ray-worker-1 ray-worker-2 ray-b-head ray-worker-3 >/dev/null 2>&1 || true
-trap - EXIT
+stage_done "sandbox fleet: stop"
+trap print_stage_table EXIT
 phase "preflight integration tests (ran in the background at idle priority)"
 if ! wait "$integration"; then cat .cache/integration.log; exit 1; fi
 tail -n 4 .cache/integration.log
+python3 scripts/stage-table.py add "$table" "integration tests (beside)" "$(cat .cache/integration.log.seconds)" \
+  .cache/integration.log
 phase "ansible-test sanity (ran in the background at idle priority)"
 if ! wait "$sanity"; then cat .cache/sanity.log; exit 1; fi
 tail -n 4 .cache/sanity.log
+python3 scripts/stage-table.py add "$table" "ansible-test sanity (beside)" "$(cat .cache/sanity.log.seconds)"
 
 echo "== all tests passed in $(( $(date +%s) - start )) s"

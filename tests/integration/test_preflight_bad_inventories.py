@@ -3,6 +3,7 @@
 import re
 import shutil
 import socket
+import subprocess
 import sys
 
 import pytest
@@ -56,26 +57,32 @@ def test_stop_timeouts_must_be_counts(run_preflight, name, value, message):
     assert f"{name} must be a whole number, 0 or more {message}" in out
 
 
+def interpreter_version(interpreter):
+    """The X.Y.Z an interpreter reports, asked the way preflight asks (plugins/module_utils/host_probe.py)."""
+    argv = [interpreter, "-c", "import platform; print(platform.python_version())"]
+    return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
+
+
 def test_mismatched_python(run_preflight):
-    system_python = shutil.which("python3.11", path="/usr/bin") or "/usr/bin/python3"
+    """node-a runs Ray under PyPy (Python 3.9 on Debian 12), node-b under the controller's Python: a real mix."""
+    pypy = shutil.which("pypy3")
+    assert pypy, "this test needs a second Python of another version: apt-get install pypy3"
+    other, ours = interpreter_version(pypy), interpreter_version(sys.executable)
+    assert other != ours, f"pypy3 runs Python {other}, as the controller does: no mix to refuse"
     rc, out = run_preflight(
         local_hosts(
             **{
-                "node-a": {"ray_python_interpreter": system_python},
+                "node-a": {"ray_python_interpreter": pypy},
                 "node-b": {"ray_python_interpreter": sys.executable},
             }
         )
     )
-    if sys.version_info[:3] == tuple(
-        int(x)
-        for x in __import__("subprocess")
-        .check_output([system_python, "-c", "import platform; print(platform.python_version())"], text=True)
-        .split(".")
-    ):
-        pytest.skip("controller Python equals the system Python: no second version on this machine to mismatch")
-    assert rc != 0
-    assert "Ray refuses to mix Python versions" in out
-    assert "on node-a" in out and "on node-b" in out
+    text = " ".join(out.split())
+    assert rc != 0, out[-3000:]
+    assert "Ray refuses to mix Python versions inside a cluster" in text, out[-3000:]
+    # plugins/module_utils/fleet_model/clusters.py mixed_within_clusters: "cluster 'c': Python X.Y.Z on h1; ...".
+    assert "cluster 'default': Python " in text, out[-3000:]
+    assert f"Python {other} on node-a" in text and f"Python {ours} on node-b" in text, out[-3000:]
 
 
 def test_missing_interpreter(run_preflight):

@@ -35,8 +35,27 @@ def test_grafana_dashboard():
 
 
 def test_upgrade_plan_takes_the_nodes_first():
-    plan = upgrade_plan.upgrade_plan([], "c")
-    assert isinstance(plan, dict) and "problems" in plan
+    """`nodes | upgrade_plan(cluster, outside=hosts)`: the piped nodes first, then the cluster's name (module_utils'
+    cluster_plan takes them the other way round), then the hosts outside the run, by keyword."""
+    ray = {"link": "/opt/ray/current", "current": "/opt/ray/2.59.0", "target": "/opt/ray/2.59.0"}
+    vllm = {"link": "/opt/vllm/current", "current": "/opt/vllm/0.31.0", "target": "/opt/vllm/0.32.0"}
+
+    def nodes():  # any iterable: the filter makes it a list, which the plan reads more than once
+        return ({"host": host, "python": "3.11.2", "ray": dict(ray), "vllm": dict(vllm)} for host in ("head", "w1"))
+
+    plan = upgrade_plan.upgrade_plan(nodes(), "gpu-a")
+    assert (plan["cluster"], plan["action"], plan["problems"]) == ("gpu-a", "vllm", [])
+    assert plan["changes"] == {"ray": [], "vllm": ["head", "w1"], "model": []}
+    assert [(e["host"], e["link"], e["target"]) for e in plan["switch"]] == [
+        ("head", "/opt/vllm/current", "/opt/vllm/0.32.0"),
+        ("w1", "/opt/vllm/current", "/opt/vllm/0.32.0"),
+    ]
+    assert "cluster gpu-a: vLLM 0.31.0 -> 0.32.0 on head, w1" in plan["lines"]
+
+    refused = upgrade_plan.upgrade_plan(nodes(), "gpu-a", outside=["w2"])
+    assert len(refused["problems"]) == 1
+    assert refused["problems"][0].startswith("cluster gpu-a: vLLM or its weights change on head, w1, which restarts")
+    assert "but w2 is outside this run (--limit)" in refused["problems"][0]
 
 
 def test_account_in_place():
