@@ -5,12 +5,10 @@ import functools
 import hashlib
 import http.server
 import json
-import os
 import re
 import tarfile
 import threading
 
-import pytest
 from sandbox import (
     ROOT,
     all_up,
@@ -84,12 +82,6 @@ def release_archive(tmp_path):
     return archive, hashlib.sha256(archive.read_bytes()).hexdigest()
 
 
-# About 3 minutes (a Prometheus release archive built, served, installed and switched back): CI's runs came near their
-# 90-minute limit (rehearsal of ace1ead), so it runs with RAYVLLM_SLOW_TESTS=1, like the other slow tests.
-@pytest.mark.skipif(
-    os.environ.get("RAYVLLM_SLOW_TESTS") != "1",
-    reason="Prometheus release-archive install: set RAYVLLM_SLOW_TESTS=1 (about 3 min)",
-)
 def test_release_archive_install_checks_the_checksum_and_switches_back(tmp_path):
     archive, sha256 = release_archive(tmp_path)
     server = serve(tmp_path)

@@ -14,11 +14,9 @@ printing how long serving was interrupted (benchmarks/faults.sh collects these l
 
 Each leaves the fleet serving with every node joined, as the stages after it expect."""
 
-import os
 import subprocess
 import time
 
-import pytest
 
 from sandbox import (
     CLUSTER_URLS,
@@ -37,7 +35,11 @@ from sandbox import (
 )
 from webhook import Receiver
 
-RECOVERY_BOUND = 600  # seconds a fault may take to heal before the test fails (the target is 180 s)
+# The target: each fault heals within 3 minutes, serving again without a human (asserted per fault).
+SERVING_TARGET = 180
+# Other waits, which are not that target (an alert's delivery after its rule's `for`, a node's rejoin after serving
+# resumed): bounded, so a fault that does not heal fails the test instead of hanging it.
+WAIT_BOUND = 600
 
 
 def n_restarts(host, unit):
@@ -50,7 +52,7 @@ def report(fault, seconds, detail=""):
     print(f"FAULT {fault}: {text}{'; ' + detail if detail else ''}", flush=True)
 
 
-def serving_again_after(inject, bound=RECOVERY_BOUND, settle=45, request_timeout=10):
+def serving_again_after(inject, bound=SERVING_TARGET, settle=45, request_timeout=10):
     """Inject a fault, then ask for a completion every 2 s: the seconds from the fault until a completion
     succeeds after one failed (0 when none failed within ``settle`` s). Fails past ``bound`` s."""
     started = time.monotonic()
@@ -74,7 +76,7 @@ def all_nodes_joined(count=3):
         nodes = alive_nodes()
         return len(nodes) == count and sum(n["resources_total"].get("GPU", 0) for n in nodes) == 2 * count
 
-    wait_for(joined, timeout=RECOVERY_BOUND, interval=5)
+    wait_for(joined, timeout=WAIT_BOUND, interval=5)
 
 
 def vllm_ranks():
@@ -127,7 +129,7 @@ def test_a_killed_server_is_restarted_by_systemd_and_the_router_keeps_its_client
         sh("ray-head", "kill -9 $(systemctl show -p MainPID --value vllm)")
         wait_for(lambda: url not in rotation(), timeout=120, interval=0.5)
         out = time.monotonic()
-        wait_for(lambda: url in rotation(), timeout=RECOVERY_BOUND, interval=1)
+        wait_for(lambda: url in rotation(), timeout=SERVING_TARGET, interval=1)
         back = time.monotonic()
         time.sleep(5)
     failed = [started - killed for started, ok in poller.results if not ok and started >= killed]
@@ -153,7 +155,7 @@ def test_a_killed_raylet_restarts_and_its_node_rejoins():
         ids = {n["node_ip"]: n["node_id"] for n in alive_nodes()}
         return len(ids) == 3 and ids.get(ip) not in (None, before[ip])
 
-    wait_for(rejoined, timeout=RECOVERY_BOUND)
+    wait_for(rejoined, timeout=WAIT_BOUND)
     all_nodes_joined()
     report("kill -9 of the raylet on ray-worker-1", seconds)
     assert n_restarts("ray-worker-1", "ray-worker") == restarts + 1
@@ -179,9 +181,9 @@ def test_a_stopped_worker_host_delivers_an_alert_and_rejoins_when_it_restarts():
             return alerts if any(lab.get("host") == "ray-worker-2" for _at, lab in alerts) else None
 
         try:
-            alerts = wait_for(names_the_host, timeout=RECOVERY_BOUND, interval=5)
+            alerts = wait_for(names_the_host, timeout=WAIT_BOUND, interval=5)
         except AssertionError:
-            raise AssertionError(f"no alert named ray-worker-2 within {RECOVERY_BOUND} s: {delivered()}") from None
+            raise AssertionError(f"no alert named ray-worker-2 within {WAIT_BOUND} s: {delivered()}") from None
         finally:
             subprocess.run(["docker", "start", "ray-worker-2"], check=True)
     back = time.time()
@@ -198,11 +200,6 @@ def test_a_stopped_worker_host_delivers_an_alert_and_rejoins_when_it_restarts():
     assert complete() >= 1
 
 
-# About 3 minutes on the two-cluster sandbox; CI keeps nearer its 60 minutes without it (it passed in every CI run
-# until 2026-11-24): run it with RAYVLLM_SLOW_TESTS=1 (benchmarks/faults.sh does).
-@pytest.mark.skipif(
-    os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="head host restart: set RAYVLLM_SLOW_TESTS=1 (about 3 min)"
-)
 def test_a_restarted_head_host_comes_back_serving():
     seconds = serving_again_after(lambda: subprocess.run(["docker", "restart", "-t", "10", "ray-head"], check=True))
     all_nodes_joined()

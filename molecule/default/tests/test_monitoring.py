@@ -115,10 +115,12 @@ def test_the_alert_rules_are_loaded_and_quiet_on_a_healthy_fleet():
 
 
 def test_every_rule_expression_parses_on_the_live_prometheus():
-    for path in sorted(RULES.glob("*.yml")):
-        for group in yaml.safe_load(path.read_text())["groups"]:
-            for rule in group["rules"]:
-                api("query", query=rule["expr"])  # a parse error is status "error" (HTTP 400)
+    paths = sorted(RULES.glob("*.yml"))
+    rules = [rule for path in paths for group in yaml.safe_load(path.read_text())["groups"] for rule in group["rules"]]
+    # Not vacuous: the project's rule files are there and hold the rules whose groups the test above finds loaded.
+    assert paths and len(rules) >= 10, (RULES, paths, len(rules))
+    for rule in rules:
+        api("query", query=rule["expr"])  # a parse error is status "error" (HTTP 400)
 
 
 def test_every_dashboard_query_parses_on_the_live_prometheus():

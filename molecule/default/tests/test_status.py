@@ -4,6 +4,7 @@ table per cluster; JSON for scripts. Preflight names a live Ray node the invento
 import json
 import re
 
+import pytest
 from sandbox import NODE_IPS, playbook, sandbox_inventory
 
 
@@ -22,17 +23,12 @@ def test_status_on_the_healthy_fleet_passes_and_changes_nothing():
     assert "in on ray-head" in out
 
 
-def test_status_under_check_mode_reads_the_same():
-    rc, out = playbook("playbooks/status.yml", "--check")
-    assert rc == 0, out[-3000:]
-    assert set(recap_changed(out)) == {0}
-    assert "cluster default: OK" in out
-
-
-def test_status_json_for_scripts():
+def status_json(*extra):
+    """playbooks/status.yml with status_format=json: (exit status, output, the report it printed)."""
     rc, out = playbook(
-        "playbooks/status.yml", "-e", "status_format=json", env={"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"}
-    )
+        "playbooks/status.yml", "-e", "status_format=json", *extra,
+        env={"ANSIBLE_STDOUT_CALLBACK": "ansible.posix.json"},
+    )  # fmt: skip
     assert rc == 0, out[-3000:]
     result = json.loads(out[out.index("{") :])
     msgs = [
@@ -43,7 +39,40 @@ def test_status_json_for_scripts():
         for host in task["hosts"].values()
         if "msg" in host
     ]
-    report = json.loads(msgs[0])
+    assert msgs, out[-3000:]
+    return rc, out, json.loads(msgs[0])
+
+
+def without_timings(value):
+    """The report less what differs from one reading to the next: each completion's seconds."""
+    if isinstance(value, dict):
+        return {k: None if k == "seconds" else without_timings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_timings(v) for v in value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def normal_report():
+    """The JSON report of a normal run (read once for the tests below)."""
+    return status_json()[2]
+
+
+def test_status_under_check_mode_reads_the_same(normal_report):
+    """--check changes nothing and reports what the normal run reports (each probe really runs under --check: a
+    probe skipped in check mode would leave its cluster 'not reached' here)."""
+    rc, out = playbook("playbooks/status.yml", "--check")
+    assert rc == 0, out[-3000:]
+    assert set(recap_changed(out)) == {0}
+    assert "cluster default: OK" in out and "cluster b: OK" in out
+    normal = normal_report
+    _rc, _out, checked = status_json("--check")
+    assert without_timings(checked) == without_timings(normal)
+    assert checked["clusters"]["default"]["serving"]["tokens"] > 0 and checked["clusters"]["b"]["alive"] == 1
+
+
+def test_status_json_for_scripts(normal_report):
+    report = normal_report
     assert report["ok"] and report["problems"] == []
     assert report["clusters"]["default"]["alive"] == 3
     assert report["clusters"]["b"]["serving"]["tokens"] > 0
