@@ -202,3 +202,19 @@ def test_each_unusable_ray_serve_setting_is_named_on_its_own(run_preflight):
     assert "ray_serve_app_name on node-a is 'my app': not an application name" in flat, out[-3000:]
     assert "ray_serve_max_surge_percent on node-a is 150: more than 100" in flat
     assert "ray_serve_proxy_location" not in flat
+
+
+@pytest.mark.parametrize(
+    "name, value, expected",
+    [
+        ("vllm_serving_mode", "ray_servee", "one of vllm_serve, ray_serve"),
+        ("vllm_ready_timeout", "soon", "a whole number"),
+    ],
+)
+def test_a_vllm_option_outside_its_spec_is_refused_naming_it_and_the_host(run_preflight, name, value, expected):
+    """A typo in the serving mode (or any vLLM option its argument spec refuses) stops preflight, before any host
+    changes, naming the variable, the host and what it must be."""
+    rc, out = run_preflight(local_hosts(), {name: value})
+    flat = " ".join(out.split())
+    assert rc != 0, out[-3000:]
+    assert f"{name} on node-a must be" in flat and expected in flat, out[-3000:]

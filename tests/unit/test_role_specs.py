@@ -38,3 +38,33 @@ def test_defaults_and_specs_agree(role):
             assert name not in defaults, f"{name}: required but has a default"
         elif "default" in spec or name in defaults:
             assert spec.get("default") == defaults.get(name), f"{name}: spec default differs from defaults/main.yml"
+
+
+# Where each role with input checks hands its variables to them (plugins/module_utils/inputs/, the filter
+# rayvllm.fleet.input_problems): playbooks/preflight.yml runs these tasks before any host changes, and every value
+# they pass is also checked against the role's argument spec (type, elements, choices: inputs/spec.py).
+CHECKS_TASKS = {"firewall": "checks.yml", "preflight": "main.yml"}
+# Options that are not inventory settings: a result a caller passes in, a secret checked where it is used, the
+# parameters of an entry point other than main (the router's hold).
+NOT_CHECKED = {
+    "firewall_host_probe": "a host_probe result a caller may pass in, not a setting",
+    "model_host_probe": "a host_probe result a caller may pass in, not a setting",
+    "ray_host_probe": "a host_probe result a caller may pass in, not a setting",
+    "model_hf_token": "a secret, read only on the node that downloads",
+    "ray_serve_api_key": "a secret: its file (ray_serve_api_key_file) is checked",
+    "router_hold_kind": "a parameter of the router's drain entry point, set by the playbooks",
+    "router_hold_reason": "a parameter of the router's drain entry point, set by the playbooks",
+}
+CHECKED_ROLES = sorted(
+    role for role in ROLES if (ROOT / "roles" / role / "tasks" / CHECKS_TASKS.get(role, "validate.yml")).exists()
+)
+
+
+@pytest.mark.parametrize("role", CHECKED_ROLES)
+def test_every_option_of_a_checked_role_reaches_its_checks(role):
+    """A typo in an option that the validate task leaves out (vllm_serving_mode: ray_servee did) passed preflight
+    and failed later, after host_prep and the firewall had changed the hosts."""
+    tasks = (ROOT / "roles" / role / "tasks" / CHECKS_TASKS.get(role, "validate.yml")).read_text()
+    options = load(role, "meta", "argument_specs.yml")["argument_specs"]["main"].get("options") or {}
+    missing = [name for name in options if f"'{name}':" not in tasks and name not in NOT_CHECKED]
+    assert not missing, f"roles/{role}: options its checks never see: {missing}"

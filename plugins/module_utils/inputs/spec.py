@@ -11,6 +11,7 @@ process.
 """
 
 import os
+import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
@@ -90,6 +91,12 @@ def _usable(spec, value):
     return not ArgumentSpecValidator({"value": checked}).validate({"value": value}).error_messages
 
 
+def _names(message, name):
+    """Whether the message names the variable as a whole word (ray_serve_api_key_file does not name
+    ray_serve_api_key)."""
+    return re.search(r"(?<![\w])%s(?![\w])" % re.escape(name), message) is not None
+
+
 def problems(role, values, host, named=()):
     """A message for each value in ``values`` that the role's argument spec refuses, unless ``named`` (the role
     checks' messages) already names its variable. Secret values (``no_log``) are never shown: only their kind."""
@@ -97,7 +104,7 @@ def problems(role, values, host, named=()):
     found = []
     for name in sorted(values):
         spec = options.get(name)
-        if not spec or spec.get("type", "str") == "raw" or any(name in message for message in named):
+        if not spec or spec.get("type", "str") == "raw" or any(_names(message, name) for message in named):
             continue
         if _usable(spec, values[name]):
             continue

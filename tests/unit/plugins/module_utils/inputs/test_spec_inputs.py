@@ -129,3 +129,13 @@ def test_each_unusable_ray_serve_setting_has_its_own_message(name, value, messag
     assert inputs.problems("ray_serve", usual, "gpu-1", MODEL, {}) == []
     found = inputs.problems("ray_serve", dict(usual, **{name: value}), "gpu-1", MODEL, {})
     assert len(found) == 1 and found[0].startswith(name + " on gpu-1 ") and message in found[0], found
+
+
+def test_a_value_is_left_to_the_role_checks_only_where_they_name_that_very_variable():
+    """A message about ray_serve_api_key_file does not name ray_serve_api_key: a wrongly typed key is still named."""
+    values = {"ray_serve_api_key": False, "ray_serve_api_key_file": "relative/path"}
+    named = ["ray_serve_api_key_file on gpu-1 must be an absolute path"]
+    found = spec.problems("ray_serve", values, "gpu-1", named)
+    assert [p.split(" must ")[0] for p in found] == ["ray_serve_api_key on gpu-1"], found
+    # Named as a whole word, it is left to the role's message.
+    assert spec.problems("ray_serve", values, "gpu-1", named + ["ray_serve_api_key on gpu-1 is wrong"]) == []
