@@ -133,9 +133,9 @@ destroy_sandbox() {
   remove_sandbox_hosts
   molecule destroy -s default >/dev/null
 }
-# The small scenarios run one after the other beside the sandbox's stages that leave CPU idle while they wait on
-# Prometheus, Ray or vLLM: verify, the test_1_* stages and the fault stage; gpu_preflight in every run, the two
-# firewall scenarios with RAYVLLM_SLOW_TESTS=1 only (the time they take is not found in CI's limit yet).
+# The small scenarios run with RAYVLLM_SLOW_TESTS=1 only, one after the other beside the sandbox's stages that
+# leave CPU idle while they wait on Prometheus, Ray or vLLM: verify, the test_1_* stages and the fault stage.
+# gpu_preflight alone took 480 s beside verify on the slower build machine of 2026-12-03 (verify then 621 s).
 # firewall_ufw and firewall_firewalld (2 hosts each, each on a network of its own: the firewall role through ufw
 # and firewalld; nftables, the default, is tested on the sandbox fleet) are about 14 minutes of mostly CPU-bound
 # Ansible, which on 2 cores lengthened verify and the stages beside them; CI of e7de38a took 86 of its 90
@@ -165,6 +165,7 @@ wait_side_scenarios() {
   local pid=$side scenario
   side=""
   if ! wait "$pid"; then cat ".cache/$(cat .cache/side-failed).log"; exit 1; fi
+  stage_done "sandbox fleet: waiting for the side scenarios"
   for scenario in $side_now; do
     echo "$scenario: $(grep -E '(passed|failed).* in [0-9.]+s' ".cache/$scenario.log" | tail -n 1)"
     python3 scripts/stage-table.py add "$table" "molecule $scenario (beside)" "$(cat ".cache/$scenario.seconds")" \
@@ -219,11 +220,11 @@ in_background .cache/sanity.log bash scripts/sanity.sh
 sanity=$!
 if [ "${RAYVLLM_SLOW_TESTS:-0}" = 1 ]; then
   start_side_scenarios gpu_preflight firewall_ufw firewall_firewalld
+  phase "sandbox fleet: verify (scenarios $side_now beside it, logs in .cache/<scenario>.log)"
 else
-  echo "scenarios firewall_ufw and firewall_firewalld: skipped (set RAYVLLM_SLOW_TESTS=1)"
-  start_side_scenarios gpu_preflight
+  echo "scenarios gpu_preflight, firewall_ufw and firewall_firewalld: skipped (set RAYVLLM_SLOW_TESTS=1)"
+  phase "sandbox fleet: verify"
 fi
-phase "sandbox fleet: verify (scenarios $side_now beside it, logs in .cache/<scenario>.log)"
 molecule verify -s default 2>&1 | tee .cache/verify.log
 stage_done "sandbox fleet: verify" .cache/verify.log
 for stage in molecule/default/stages/test_*.py; do
