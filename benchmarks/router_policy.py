@@ -109,7 +109,7 @@ async def load(url, in_flight, seconds, tokens, warmup=2.0):
                     else:
                         failed += 1
 
-        await asyncio.gather(*(client() for _ in range(in_flight)))
+        await asyncio.gather(*(client() for _client in range(in_flight)))
     return {
         "rate": len(latencies) / seconds,
         "p50": percentile(latencies, 0.50),
@@ -204,7 +204,7 @@ def parse_mix(text):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--router", required=True, help="the vllm-router executable")
     parser.add_argument("--mix", action="append", required=True, help="NAME=SLOTSxMS,SLOTSxMS,... (repeatable)")
     parser.add_argument("--policies", default="power_of_two")

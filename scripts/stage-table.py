@@ -39,7 +39,8 @@ def row(stage, seconds, text=None):
 def render(lines):
     """The table of the rows (tab-separated lines), with a total row."""
     rows = [line.split("\t") for line in lines if line.strip()]
-    total = ["total", str(sum(int(r[1]) for r in rows))]
+    # What ran beside the others ("... (beside)") took no wall time of its own: its seconds are not added up.
+    total = ["total", str(sum(int(r[1]) for r in rows if not r[0].endswith("(beside)")))]
     for column in range(2, 2 + len(KINDS)):
         numbers = [int(r[column]) for r in rows if r[column] != "-"]
         total.append(str(sum(numbers)) if numbers else "-")

@@ -33,11 +33,17 @@ def test_the_table_lists_each_stage_and_the_totals(tmp_path):
     table = tmp_path / "table.tsv"
     log = tmp_path / "verify.log"
     log.write_text("81 passed, 1 skipped in 270.5s\n")
-    for args in (["lint and unit", "88"], ["verify", "270.9", str(log)]):
+    for args in (
+        ["lint and unit", "88"],
+        ["verify", "270.9", str(log)],
+        ["integration tests (beside)", "500", str(log)],
+    ):
         subprocess.run([sys.executable, str(SCRIPT), "add", str(table), *args], check=True)
     out = subprocess.run([sys.executable, str(SCRIPT), "print", str(table)], check=True, capture_output=True, text=True)
     lines = out.stdout.splitlines()
     assert lines[0].split() == ["stage", "seconds", "passed", "failed", "skipped"]
     assert lines[2].split() == ["lint", "and", "unit", "88", "-", "-", "-"]
     assert lines[3].split() == ["verify", "270", "81", "0", "1"]
-    assert lines[-1].split() == ["total", "358", "81", "0", "1"]
+    assert lines[4].split() == ["integration", "tests", "(beside)", "500", "81", "0", "1"]
+    # The wall time: what ran beside the others is not added.
+    assert lines[-1].split() == ["total", "358", "162", "0", "2"]
