@@ -145,8 +145,7 @@ destroy_sandbox() {
 # CPU-bound). Logs: .cache/<scenario>.log.
 side="" side_now=""
 run_side_scenarios() {
-  local scenario
-  local began
+  local scenario began
   for scenario in "$@"; do
     began=$(date +%s)
     molecule test -s "$scenario" >".cache/$scenario.log" 2>&1 || { echo "$scenario" >.cache/side-failed; return 1; }

@@ -21,7 +21,6 @@ import time
 
 import pytest
 
-
 from sandbox import (
     CLUSTER_URLS,
     NODE_IPS,
@@ -215,7 +214,7 @@ def test_a_stopped_worker_host_delivers_an_alert_and_rejoins_when_it_restarts():
 
 
 # Not in CI's run yet: on the slower of the build machines CI gets (2026-12-03: an AMD EPYC without AVX-512, where a
-# whole run of the tests below the flag took about 80 minutes) it does not fit beside the rest; run it with
+# whole run of the tests below the flag took about 72 minutes) it does not fit beside the rest; run it with
 # RAYVLLM_SLOW_TESTS=1 (docs/testing.md lists the tests that wait for room).
 @pytest.mark.skipif(
     os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="head host restart: set RAYVLLM_SLOW_TESTS=1 (about 2 min)"
