@@ -54,6 +54,7 @@ NOT_CHECKED = {
     "ray_serve_api_key": "a secret: its file (ray_serve_api_key_file) is checked",
     "router_hold_kind": "a parameter of the router's drain entry point, set by the playbooks",
     "router_hold_reason": "a parameter of the router's drain entry point, set by the playbooks",
+    "router_undrain_only_if_out": "a parameter of the router's undrain entry point, set by the playbooks",
 }
 CHECKED_ROLES = sorted(
     role for role in ROLES if (ROOT / "roles" / role / "tasks" / CHECKS_TASKS.get(role, "validate.yml")).exists()
