@@ -3,10 +3,15 @@ skipped, so that the growth of each stage shows in every CI log.
 
     stage-table.py add TABLE STAGE SECONDS [LOG]   one row; the counts from LOG's last pytest summary line
     stage-table.py print TABLE                     the table, and a total row
+    stage-table.py skips LIST LOG...               fails on a skipped test that LIST (docs/testing.md) does not name
 
 A stage whose log holds no pytest summary (the lint checks, ansible-test sanity) shows "-" for its counts. The
 rows are kept as tab-separated lines in TABLE (a file under .cache/), written as each stage ends, so a failed run
 prints the stages it finished.
+
+``skips``: every test a pytest log reports as skipped (``path::name SKIPPED``, written with -v) must be named in
+LIST as ``file.py::name`` between backticks (docs/testing.md lists each with its reason); a log whose summary counts
+more skips than it names (run with -q) fails too. Nothing else may skip in CI.
 """
 
 import re
@@ -28,6 +33,28 @@ def counts(text):
         if kind in result:
             result[kind] += int(number)
     return result
+
+
+SKIPPED = re.compile(r"^(?:\S*/)?([^/\s]+\.py)::(\w+)(?:\[[^\]]*\])? SKIPPED", re.M)
+LISTED = re.compile(r"`(?:\S*/)?([^/`\s]+\.py)::(\w+)`")
+
+
+def unlisted_skips(listing, logs):
+    """Problems, one line each: a skipped test of one of logs ({name: text}) that listing does not name, or a log whose
+    summary counts skips it does not name."""
+    listed = set(LISTED.findall(listing))
+    problems = []
+    for name, text in logs.items():
+        skipped = SKIPPED.findall(text)
+        for test in sorted(set(skipped) - listed):
+            problems.append("%s: %s::%s skipped, and docs/testing.md does not list it with a reason" % (name, *test))
+        found = counts(text)
+        if found and found["skipped"] > len(skipped):
+            problems.append(
+                "%s: %d skipped, %d of them named: run it with -v so that each skip can be checked"
+                % (name, found["skipped"], len(skipped))
+            )
+    return problems
 
 
 def row(stage, seconds, text=None):
@@ -69,6 +96,16 @@ def main(argv):
         with open(argv[1], encoding="utf-8") as table:
             print(render(table.read().splitlines()))
         return 0
+    if len(argv) >= 2 and argv[0] == "skips":
+        with open(argv[1], encoding="utf-8") as listing:
+            listed = listing.read()
+        logs = {}
+        for path in argv[2:]:
+            with open(path, encoding="utf-8", errors="replace") as log:
+                logs[path] = log.read()
+        problems = unlisted_skips(listed, logs)
+        print("\n".join(problems) or "every skipped test is listed in %s with its reason" % argv[1])
+        return 1 if problems else 0
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -47,3 +47,54 @@ def test_the_table_lists_each_stage_and_the_totals(tmp_path):
     assert lines[4].split() == ["integration", "tests", "(beside)", "500", "81", "0", "1"]
     # The wall time: what ran beside the others is not added.
     assert lines[-1].split() == ["total", "358", "162", "0", "2"]
+
+
+VERIFY_LOG = (
+    "tests/test_monitoring.py::test_grafana_server_serves_the_dashboards SKIPPED [ 19%]\n"
+    "tests/test_vllm.py::test_bad_model_path[ansible://ray-head] SKIPPED (no)\n"
+    "tests/test_vllm.py::test_ok PASSED\n"
+    "=== 1 passed, 2 skipped in 12.00s ===\n"
+)
+
+
+def test_a_skip_docs_testing_md_does_not_list_fails_the_run():
+    listing = "| `molecule/default/tests/test_monitoring.py::test_grafana_server_serves_the_dashboards` | no registry |"
+    problems = stage_table.unlisted_skips(listing, {"verify.log": VERIFY_LOG})
+    assert problems == [
+        "verify.log: test_vllm.py::test_bad_model_path skipped, and docs/testing.md does not list it with a reason"
+    ]
+    listing += "\n| `test_vllm.py::test_bad_model_path` | why |"
+    assert stage_table.unlisted_skips(listing, {"verify.log": VERIFY_LOG}) == []
+
+
+def test_a_quiet_log_with_skips_it_cannot_name_fails_and_one_without_skips_passes():
+    problems = stage_table.unlisted_skips("", {"unit.log": "...s.\n4 passed, 1 skipped in 2.00s\n"})
+    assert problems == ["unit.log: 1 skipped, 0 of them named: run it with -v so that each skip can be checked"]
+    assert stage_table.unlisted_skips("", {"unit.log": "....\n4 passed in 2.00s\n", "sanity.log": "passed"}) == []
+
+
+def test_the_repositorys_listing_names_every_test_ci_skips_today():
+    """The skips of CI's stages on 2026-12-03 (their -v lines): each one listed in docs/testing.md."""
+    log = "".join(
+        "molecule/default/stages/%s SKIPPED\n" % test
+        for test in (
+            "test_1_monitoring_changes.py::test_release_archive_install_checks_the_checksum_and_switches_back",
+            "test_2_faults.py::test_a_restarted_head_host_comes_back_serving",
+            "test_3_fifth_host.py::test_a_fifth_host_joins_the_ray_serve_cluster_b_and_leaves_it_while_serve_keeps_its_replicas",
+            "test_4_upgrade.py::test_a_new_version_that_fails_its_gate_is_rolled_back_and_the_run_fails",
+            "test_4_upgrade.py::test_a_ray_serve_cluster_whose_new_versions_fail_is_rolled_back_to_its_ray_vllm_and_serve_config",
+            "test_5_ray_serve.py::test_a_replicas_change_applies_in_place_under_router_load",
+            "test_5_ray_serve.py::test_an_engine_kwargs_change_rolls_under_router_load_with_no_failed_request",
+            "test_5_ray_serve.py::test_an_engine_kwargs_change_that_fails_is_rolled_back_and_the_run_fails_naming_it",
+        )
+    )
+    listing = (ROOT / "docs" / "testing.md").read_text()
+    assert stage_table.unlisted_skips(listing, {"stages": log + VERIFY_LOG.splitlines(True)[0]}) == []
+
+
+def test_the_skips_command_exits_1_on_an_unlisted_skip(tmp_path):
+    listing, log = tmp_path / "testing.md", tmp_path / "verify.log"
+    listing.write_text("nothing listed\n")
+    log.write_text(VERIFY_LOG)
+    run = subprocess.run([sys.executable, str(SCRIPT), "skips", str(listing), str(log)], capture_output=True, text=True)
+    assert run.returncode == 1 and "test_grafana_server_serves_the_dashboards skipped" in run.stdout
