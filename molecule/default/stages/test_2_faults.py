@@ -14,12 +14,9 @@ printing how long serving was interrupted (benchmarks/faults.sh collects these l
 
 Each leaves the fleet serving with every node joined, as the stages after it expect."""
 
-import os
 import re
 import subprocess
 import time
-
-import pytest
 
 from sandbox import (
     CLUSTER_URLS,
@@ -213,12 +210,7 @@ def test_a_stopped_worker_host_delivers_an_alert_and_rejoins_when_it_restarts():
     assert complete() >= 1
 
 
-# Not in CI's run yet: on the slower of the build machines CI gets (2026-12-03: an AMD EPYC without AVX-512, where a
-# whole run of the tests below the flag took about 72 minutes) it does not fit beside the rest; run it with
-# RAYVLLM_SLOW_TESTS=1 (docs/testing.md lists the tests that wait for room).
-@pytest.mark.skipif(
-    os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="head host restart: set RAYVLLM_SLOW_TESTS=1 (about 2 min)"
-)
+# In CI's run since 2026-12-03 (about 2 minutes: 123 s on the slower build machine).
 def test_a_restarted_head_host_comes_back_serving():
     seconds = serving_again_after(lambda: subprocess.run(["docker", "restart", "-t", "10", "ray-head"], check=True))
     all_nodes_joined()
