@@ -8,13 +8,13 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: host_reset
-short_description: Remove this collection's units, processes, files and shared-memory segments from a host
+short_description: Remove this collection's units, processes, files, shared-memory segments and accounts from a host
 version_added: "0.3.0"
 description:
   - Stops and disables the systemd units matching O(units) (instances of template units included), kills the
     processes left whose command line contains one of O(processes), removes every path matching O(paths) (files,
-    links, whole directories) and the files of C(/dev/shm) matching O(shm), in that order, then reloads systemd when a
-    unit file went.
+    links, whole directories) and the files of C(/dev/shm) matching O(shm), then the service accounts of O(accounts),
+    in that order, and reloads systemd when a unit file went.
   - Reports C(changed) only when something was found, so a second run changes nothing. In check mode it changes
     nothing and lists in RV(removed) what would go.
 author:
@@ -40,6 +40,24 @@ options:
     type: list
     elements: str
     default: []
+  accounts:
+    description:
+      - Service accounts the collection creates, each a user and its group. A user is removed only when it is a system
+        account (uid between 1 and 999) whose home is one of O(paths) or inside one (an account of the operator's,
+        with a home of its own, stays); its group when it is a system group that no remaining user has as primary
+        group and that has no other member.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      user:
+        description: The user's name.
+        type: str
+        required: true
+      group:
+        description: Its group's name.
+        type: str
+        required: true
 attributes:
   check_mode:
     description: Lists what would go and changes nothing.
@@ -56,11 +74,12 @@ EXAMPLES = r"""
     processes: ["ray::", raylet]
     paths: [/opt/ray, /var/lib/ray]
     shm: ["plasma*"]
+    accounts: [{user: ray, group: ray}]
 """
 
 RETURN = r"""
 removed:
-  description: One line per unit, process, path or segment that went (or would go, in check mode).
+  description: One line per unit, process, path, segment or account that went (or would go, in check mode).
   returned: always
   type: list
   elements: str
@@ -73,11 +92,29 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.rayvllm.fleet.plugins.module_utils.host_reset import (
+    accounts_to_remove,
+    parse_group,
+    parse_passwd,
     parse_processes,
     parse_units,
     plan,
     unit_to_stop,
 )
+
+
+def _read(path):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def _accounts(requested, path_patterns):
+    if not requested:
+        return [], []
+    users, groups = parse_passwd(_read("/etc/passwd")), parse_group(_read("/etc/group"))
+    return accounts_to_remove(requested, users, groups, path_patterns)
 
 
 def main():
@@ -87,6 +124,12 @@ def main():
             processes=dict(type="list", elements="str", default=[]),
             paths=dict(type="list", elements="path", default=[]),
             shm=dict(type="list", elements="str", default=[]),
+            accounts=dict(
+                type="list",
+                elements="dict",
+                default=[],
+                options=dict(user=dict(type="str", required=True), group=dict(type="str", required=True)),
+            ),
         ),
         supports_check_mode=True,
     )
@@ -118,7 +161,7 @@ def main():
     segments = sorted(
         {path for pattern in p["shm"] for path in glob.glob(os.path.join("/dev/shm", pattern)) if os.path.lexists(path)}
     )
-    steps = plan(units, processes, paths, segments)
+    steps = plan(units, processes, paths, segments, _accounts(p["accounts"], p["paths"]))
     if module.check_mode or not steps["changed"]:
         module.exit_json(changed=steps["changed"], removed=steps["lines"])
 
@@ -142,6 +185,14 @@ def main():
             pass
         except OSError as exc:
             module.fail_json(msg="cannot remove %s: %s" % (path, exc), removed=steps["lines"])
+    for kind, name in steps["accounts"]:
+        # userdel may have removed the group with its user (USERGROUPS_ENAB): only what is still there.
+        if kind == "group" and name not in parse_group(_read("/etc/group")):
+            continue
+        command = module.get_bin_path("userdel" if kind == "user" else "groupdel", required=True)
+        rc, _out, err = module.run_command([command, name])
+        if rc != 0:
+            module.fail_json(msg="cannot remove the %s %s: %s" % (kind, name, err.strip()), removed=steps["lines"])
     if systemctl and steps["units"]:
         module.run_command([systemctl, "daemon-reload"])
         module.run_command([systemctl, "reset-failed"])

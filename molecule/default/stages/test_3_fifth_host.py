@@ -167,6 +167,7 @@ LEFTOVERS = {
     " /etc/sysctl.d/60-rayvllm.conf 2>/dev/null || true",
     "/dev/shm segments": "ls /dev/shm | grep -E '^(plasma|ray_|ray-|vllm|psm_|torch_)' || true",
     "firewall table": "nft list table inet rayvllm_fleet >/dev/null 2>&1 && echo 'table inet rayvllm_fleet' || true",
+    "service account": "getent passwd ray; getent group ray; true",
 }
 
 
