@@ -63,7 +63,7 @@ prometheus:x:108:
 alice:x:1000:
 ops:x:996:alice
 """
-RESET_PATHS = ["/opt/ray", "/var/lib/ray", "/var/lib/ray/tmp", "/etc/systemd/system/ray-*.service.d"]
+RESET_PATHS = ("/opt/ray", "/var/lib/ray", "/var/lib/ray/tmp", "/etc/systemd/system/ray-*.service.d")
 
 
 def _accounts(accounts, passwd=PASSWD, group=GROUP, paths=RESET_PATHS):
