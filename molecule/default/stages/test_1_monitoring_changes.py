@@ -86,7 +86,7 @@ def release_archive(tmp_path):
 
 
 # Not in CI's run yet: on the slower of the build machines CI gets (2026-12-03: an AMD EPYC without AVX-512, where a
-# whole run of the tests below the flag took about 72 minutes) it does not fit beside the rest; run it with
+# whole run of the tests below the flag took about 75 minutes) it does not fit beside the rest; run it with
 # RAYVLLM_SLOW_TESTS=1 (docs/testing.md lists the tests that wait for room).
 @pytest.mark.skipif(
     os.environ.get("RAYVLLM_SLOW_TESTS") != "1",
