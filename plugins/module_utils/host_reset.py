@@ -75,12 +75,12 @@ def plan(units, processes, paths, segments, accounts=((), ())):
 
 
 def parse_passwd(text):
-    """``{name: {"uid", "gid", "home", "shell"}}`` of /etc/passwd's text."""
+    """``{name: {"uid", "gid", "home"}}`` of /etc/passwd's text."""
     users = {}
     for line in text.splitlines():
         fields = line.split(":")
         if len(fields) >= 7 and fields[2].isdigit() and fields[3].isdigit():
-            users[fields[0]] = {"uid": int(fields[2]), "gid": int(fields[3]), "home": fields[5], "shell": fields[6]}
+            users[fields[0]] = {"uid": int(fields[2]), "gid": int(fields[3]), "home": fields[5]}
     return users
 
 
@@ -122,8 +122,9 @@ def accounts_to_remove(accounts, users, groups, path_patterns):
         entry = groups.get(group)
         if not entry or not 0 < entry["gid"] < 1000 or ("group", group) in steps:
             continue
-        primary_of = {n for n, u in users.items() if u["gid"] == entry["gid"]}
-        if (primary_of - gone) or (set(entry["members"]) - gone) or not (primary_of | set(entry["members"])) & gone:
+        # Every user that holds it (as primary group or member) goes, and at least one does.
+        holders = {n for n, u in users.items() if u["gid"] == entry["gid"]} | set(entry["members"])
+        if not holders or not holders <= gone:
             continue
         steps.append(("group", group))
         lines.append("group %s (gid %d): remove" % (group, entry["gid"]))

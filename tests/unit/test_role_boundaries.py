@@ -28,12 +28,12 @@ def code_lines(path):
 
 def foreign_privates(path, own_role):
     """``file:line: __name (role)`` for each private variable of a role other than ``own_role`` in ``path``."""
-    found, tmp = [], not path.is_relative_to(ROOT)
+    found, label = [], path.relative_to(ROOT) if path.is_relative_to(ROOT) else path.name
     for number, line in code_lines(path):
         for match in PRIVATE.finditer(line):
             role = owner(match.group(1))
             if role and role != own_role:
-                found.append(f"{path.name if tmp else path.relative_to(ROOT)}:{number}: __{match.group(1)} ({role})")
+                found.append(f"{label}:{number}: __{match.group(1)} ({role})")
     return found
 
 
