@@ -134,7 +134,7 @@ destroy_sandbox() {
   molecule destroy -s default >/dev/null
 }
 # The small scenarios run with RAYVLLM_SLOW_TESTS=1 only, one after the other beside the sandbox's stages that
-# leave CPU idle while they wait on Prometheus, Ray or vLLM: verify, the test_1_* stages and the fault stage.
+# leave CPU idle while they wait on Prometheus, Ray or vLLM: verify, the monitoring-changes stage and the fault stage.
 # gpu_preflight alone took 480 s beside verify on the slower build machine of 2026-12-03 (verify then 621 s).
 # firewall_ufw and firewall_firewalld (2 hosts each, each on a network of its own: the firewall role through ufw
 # and firewalld; nftables, the default, is tested on the sandbox fleet) are about 14 minutes of mostly CPU-bound
@@ -227,7 +227,7 @@ fi
 molecule verify -s default 2>&1 | tee .cache/verify.log
 stage_done "sandbox fleet: verify" .cache/verify.log
 for stage in molecule/default/stages/test_*.py; do
-  # The test_1_* stages (monitoring changes, status) and the fault stage may run beside the small scenarios (a
+  # The test_1_* stage (monitoring changes) and the fault stage may run beside the small scenarios (a
   # fault may take 10 minutes to heal before its test fails; benchmarks/faults.sh measures the recovery figures
   # with nothing beside); the later stages run alone.
   case $stage in
