@@ -64,7 +64,7 @@ def main(seconds=30, top=25):
             count, used = by_kind.get(name, (0, 0))
             by_kind[name] = (count + 1, used + ticks - before[pid][0])
     busy = (busy_after[0] - busy_before[0]) / max(1, busy_after[1] - busy_before[1])
-    total = sum(used for _, used in by_kind.values())
+    total = sum(used for _count, used in by_kind.values())
     print(f"{seconds} s, {os.cpu_count()} CPUs: the machine {100 * busy:.0f}% busy; the processes below "
           f"{100 * total / TICKS / seconds:.1f}% of one core")  # fmt: skip
     for name, (count, used) in sorted(by_kind.items(), key=lambda item: -item[1][1])[:top]:
