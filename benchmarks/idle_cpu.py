@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Where this machine's CPU goes while nothing is asked of it: run on the build machine with the sandbox converged and
 idle (no test, no client). Every process of the machine (the sandbox's containers share its process table) is sampled
 twice, SECONDS apart; the CPU each used in between is summed by kind (Ray's worker processes by their title,
