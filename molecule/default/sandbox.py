@@ -211,6 +211,11 @@ def start_host(name, ip):
          "--shm-size", "2g", image, "/lib/systemd/systemd"],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
+    booted(name)
+
+
+def booted(name):
+    """Returns when systemd runs on the sandbox host (a container just started)."""
     wait_for(lambda: sh(name, "systemctl is-system-running", check=False) in ("running", "degraded"), 120, 1)
 
 

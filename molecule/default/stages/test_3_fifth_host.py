@@ -7,9 +7,9 @@ In order: site.yml adds it (every node and GPU counted, the parallel plan unchan
 playbooks/remove_node.yml removes it (drained, gone from Ray's node list, Prometheus' targets and its peers'
 firewall) and a second removal changes nothing; site.yml limited to it and its cluster's head brings it back (a
 node back from maintenance: its venvs are still there); playbooks/status.yml names it while its Ray is stopped
-and passes once it is back; then, its container killed, remove_node.yml removes it as a
-dead server (everything but its own cleanup); started again, playbooks/reset.yml leaves nothing of ours on it and a
-second reset changes nothing. A reset host is a fresh one: its next join is the first test's. With
+and passes once it is back; then, its container killed, remove_node.yml removes it as a dead server (everything
+but its own cleanup); started again, playbooks/reset.yml leaves nothing of ours on it and a second reset changes
+nothing. A reset host is a fresh one: its next join is the first test's. With
 RAYVLLM_SLOW_TESTS=1 a fresh fifth host also joins cluster b, which serves through Ray Serve LLM, and leaves it."""
 
 import json
@@ -26,6 +26,7 @@ from sandbox import (
     CompletionPoller,
     alive_nodes,
     api,
+    booted,
     b_token,
     complete,
     playbook,
@@ -227,7 +228,7 @@ def test_a_removed_dead_server_back_is_reset_to_nothing_of_ours(inventory):
     """The dead server comes back as it went down: its Ray enabled at boot, trying a cluster whose firewall no longer
     lets it in. The reset leaves nothing of ours on it, and a second reset changes nothing."""
     subprocess.run(["docker", "start", FIFTH], check=True, capture_output=True)
-    wait_for(lambda: sh(FIFTH, "systemctl is-system-running") in ("running", "degraded"), 120, 1)
+    booted(FIFTH)
     rc, out = playbook("playbooks/reset.yml", "--limit", FIFTH, "-e", "reset_confirm=yes", inventory=inventory)
     assert rc == 0, out[-6000:]
     left = {what: sh(FIFTH, command) for what, command in LEFTOVERS.items()}
