@@ -76,37 +76,8 @@ rm -rf "$HOME/.ansible/collections/ansible_collections/rayvllm"
 ansible-lint --offline -q >.cache/ansible-lint.log 2>&1 &
 ansible_lint=$!
 trap 'kill "$ansible_lint" 2>/dev/null || true; print_stage_table' EXIT
-yamllint -s .
-ruff check .
-ruff format --check .
-# docs/variables.md is generated from the roles' argument specs; the changelog is antsibull-changelog's.
-python3 scripts/docs-variables.py --check
-antsibull-changelog lint
-antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
-# Every module, filter and lookup has documentation ansible-doc can render (the lists are the plugin directories):
-# one ansible-doc per plugin type (one per plugin took ~38 s), which exits 0 on a plugin it cannot find or render
-# but warns on stderr, so any stderr output fails.
-plugin_docs() {
-  local type=$1 ext=$2 path names=() errors
-  for path in "plugins/$3"/*."$ext"; do names+=("rayvllm.fleet.$(basename "$path" ".$ext")"); done
-  errors=$(ansible-doc -t "$type" "${names[@]}" 2>&1 >/dev/null) || true
-  if [ -n "$errors" ]; then
-    echo "ansible-doc -t $type: $errors" >&2
-    return 1
-  fi
-}
-plugin_docs module py modules
-plugin_docs filter yml filter
-plugin_docs lookup py lookup
-ansible-galaxy collection build --force --output-path .cache/dist >/dev/null
-echo "collection artifact: $(ls .cache/dist/*.tar.gz)"
-
-# Alert rules and dashboard queries: promtool from Debian's prometheus package, not installed.
-bash scripts/promtool.sh check rules roles/prometheus/files/rules/*.yml
-bash scripts/promtool.sh test rules tests/promtool/*.yml
-# Every PromQL of the project's dashboards, as recording rules: promtool parses them offline.
-python3 scripts/dashboard-rules.py roles/grafana/files/dashboards/*.json >.cache/dashboard-rules.yml
-bash scripts/promtool.sh check rules .cache/dashboard-rules.yml
+# The fast static checks (yamllint, ruff, docs, changelog, ansible-doc, promtool): the same script as before a commit.
+bash scripts/lint.sh
 
 pytest -q tests/unit 2>&1 | tee .cache/unit.log
 if ! wait "$ansible_lint"; then cat .cache/ansible-lint.log; exit 1; fi
