@@ -75,7 +75,17 @@ rm -rf "$HOME/.ansible/collections/ansible_collections/rayvllm"
 # installs that copy, starts after it.
 ansible-lint --offline -q >.cache/ansible-lint.log 2>&1 &
 ansible_lint=$!
-trap 'kill "$ansible_lint" 2>/dev/null || true; print_stage_table' EXIT
+# kill_tree PID...: each process and everything it started (a background job's pytest, sanity or molecule keeps
+# running when only its subshell is killed).
+kill_tree() {
+  local pid
+  for pid in "$@"; do
+    # shellcheck disable=SC2046 # one PID per word
+    kill_tree $(pgrep -P "$pid" || true)
+    kill "$pid" 2>/dev/null || true
+  done
+}
+trap 'kill_tree "$ansible_lint"; print_stage_table' EXIT
 # The fast static checks (yamllint, ruff, docs, changelog, ansible-doc, promtool): the same script as before a commit.
 bash scripts/lint.sh
 
@@ -143,9 +153,10 @@ wait_side_scenarios() {
   done
 }
 cleanup() {
-  [ -z "$integration$sanity" ] || kill $integration $sanity 2>/dev/null || true
+  # shellcheck disable=SC2086 # empty when not started
+  kill_tree $integration $sanity
   if [ -n "$side" ]; then
-    kill "$side" 2>/dev/null || true
+    kill_tree "$side"
     for scenario in $side_now; do molecule destroy -s "$scenario" >/dev/null 2>&1 || true; done
   fi
   destroy_sandbox || true

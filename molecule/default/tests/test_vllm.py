@@ -79,7 +79,8 @@ def test_api_key_is_not_on_the_command_line_or_in_readable_files(host):
     assert env_file.mode == 0o600 and env_file.user == "root"
 
 
-def test_ray_workers_run_on_two_hosts_from_the_vllm_venv():
+def rank_pids():
+    """{host: [pid of each of vLLM's rank workers there]}, every rank of cluster default found."""
     path = "/api/v0/actors?filter_keys=state&filter_predicates=%3D&filter_values=ALIVE&limit=1000&detail=true"
     actors = ray_api(path)["data"]["result"]["result"]
     workers = [a for a in actors if "RayWorker" in a.get("class_name", "")]
@@ -90,6 +91,11 @@ def test_ray_workers_run_on_two_hosts_from_the_vllm_venv():
     hosts = {}
     for actor in workers:
         hosts.setdefault(name_of[ip_of[actor["node_id"]]], []).append(actor["pid"])
+    return hosts
+
+
+def test_ray_workers_run_on_two_hosts_from_the_vllm_venv():
+    hosts = rank_pids()
     assert len(hosts) >= 2, hosts
     for name, pids in hosts.items():
         for pid in pids:
@@ -106,6 +112,16 @@ def test_ray_workers_run_on_two_hosts_from_the_vllm_venv():
             # every Ray restart), and holds what the completions so far compiled.
             assert f"TORCHINDUCTOR_CACHE_DIR={COMPILE_CACHE}" in environ, (name, pid)
         assert node(name).run(f"find {COMPILE_CACHE} -type f -print -quit").stdout.strip(), name
+
+
+def test_each_rank_runs_one_gloo_loop_thread():
+    # The sandbox's CPU shim (tests/fixtures/vllm-cpu) gives all of a process's gloo groups one device: each device's
+    # loop thread wakes every 10 ms, and with one per group (13 per rank) the idle ranks took about a third of one
+    # of this machine's 2 cores from every stage of CI.
+    for name, pids in rank_pids().items():
+        for pid in pids:
+            names = node(name).check_output(f"cat /proc/{pid}/task/*/comm").splitlines()
+            assert names.count("gloo_tcp_loop") == 1, (name, pid, names.count("gloo_tcp_loop"))
 
 
 def test_generation_tokens_counter_rises_after_a_request():
