@@ -69,10 +69,15 @@ def test_the_key_is_read_back_as_the_env_file_filter_writes_it(tmp_path):
     assert rh.read_env(str(tmp_path / "k.env")) == {"VLLM_ROUTER_API_KEY": 'a"b$c\\d'}
 
 
-def test_the_launcher_leaves_held_backends_out_of_the_worker_list(tmp_path):
+def launcher():
     spec = importlib.util.spec_from_file_location("launch", ROOT / "roles/router/files/vllm_router_launch.py")
     launch = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(launch)
+    return launch
+
+
+def test_the_launcher_leaves_held_backends_out_of_the_worker_list(tmp_path):
+    launch = launcher()
     (tmp_path / "holds").mkdir()
     config = {"instance": "llama", "backends": [{"cluster": "a", "url": A}, {"cluster": "b", "url": B}]}
     assert launch.worker_urls(config, str(tmp_path), NOW) == [A, B]
@@ -80,3 +85,15 @@ def test_the_launcher_leaves_held_backends_out_of_the_worker_list(tmp_path):
     assert launch.worker_urls(config, str(tmp_path), NOW) == [A]
     (tmp_path / "holds" / "llama@b.json").write_text(json.dumps({"until": NOW - 5}))
     assert launch.worker_urls(config, str(tmp_path), NOW) == [A, B]
+
+
+def test_power_of_two_with_fewer_than_two_backends_starts_with_round_robin():
+    # vllm-router 0.1.17 exits at start with power_of_two and 0 or 1 workers (seen: "Power-of-two policy requires at
+    # least 2 workers"), round_robin starts: a model one cluster serves, or a restart while one of two is held out.
+    launch = launcher()
+    args = ["--host", "0.0.0.0", "--policy", "power_of_two", "--port", "30000"]
+    assert launch.with_workable_policy(args, [A, B]) == args
+    assert launch.with_workable_policy(args, [A]) == ["--host", "0.0.0.0", "--policy", "round_robin", "--port", "30000"]
+    assert launch.with_workable_policy(args, [])[3] == "round_robin"
+    cache_aware = ["--policy", "cache_aware"]
+    assert launch.with_workable_policy(cache_aware, [A]) == cache_aware
