@@ -83,12 +83,12 @@ def percentile(values, fraction):
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))] if ordered else float("nan")
 
 
-async def load(url, in_flight, seconds, tokens, warmup=2.0):
+async def load(url, in_flight, seconds, tokens, warmup=2.0, model=MODEL):
     """A closed loop of ``in_flight`` clients for ``seconds`` (after ``warmup``): completions/s, p50, p99, failed."""
     latencies, failed = [], 0
     deadline_warm = time.monotonic() + warmup
     deadline = deadline_warm + seconds
-    body = {"model": MODEL, "prompt": "Hello", "max_tokens": tokens}
+    body = {"model": model, "prompt": "Hello", "max_tokens": tokens}
     timeout = ClientTimeout(total=120)
     async with ClientSession(connector=TCPConnector(limit=0), timeout=timeout) as session:
 
@@ -130,9 +130,9 @@ def router_args(policy, port, metrics_port, urls):
             "--log-level", "warning", "--worker-urls", *urls]  # fmt: skip
 
 
-async def wait_answers(url, timeout=60):
+async def wait_answers(url, timeout=60, model=MODEL):
     deadline = time.monotonic() + timeout
-    body = {"model": MODEL, "prompt": "Hi", "max_tokens": 1}
+    body = {"model": model, "prompt": "Hi", "max_tokens": 1}
     async with ClientSession(timeout=ClientTimeout(total=5)) as session:
         while time.monotonic() < deadline:
             try:

@@ -14,14 +14,8 @@ POLICIES=${POLICIES:-power_of_two round_robin cache_aware}
 SECONDS_EACH=${SECONDS_EACH:-20}
 TOKENS=${TOKENS:-16}
 MIXES=${MIXES:-1:1=8x10,8x10 1:4=8x10,8x40}
-version=$(awk -F'"' '/^router_version:/ {print $2}' roles/router/defaults/main.yml)
-venv=.cache/router-policy-venv
-if [ ! -x "$venv/bin/vllm-router" ] || ! "$venv/bin/pip" show vllm-router 2>/dev/null | grep -qx "Version: $version"; then
-  [ -d .cache/wheelhouse/router ] || bash scripts/sandbox-prereqs.sh
-  rm -rf "$venv"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --no-index --find-links .cache/wheelhouse/router "vllm-router==$version" aiohttp
-fi
+venv=$(bash scripts/router-venv.sh)
+version=$("$venv/bin/pip" show vllm-router | awk '/^Version:/ {print $2}')
 args=()
 for mix in $MIXES; do args+=(--mix "$mix"); done
 echo "vllm-router $version, $(nproc) CPUs, $TOKENS tokens a request, ${SECONDS_EACH} s a measurement, $(date -u +%F), $(git rev-parse --short HEAD)"

@@ -1,0 +1,63 @@
+"""The front door's HAProxy configuration: what it answers itself and where it sends each model."""
+
+import json
+
+import pytest
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils import front_door as fd
+
+ROUTERS = {"tiny-llama": "127.0.0.1:30000", "org/tiny-chat": "127.0.0.1:30001"}
+
+
+def config(**kwargs):
+    return fd.haproxy_config(ROUTERS, "0.0.0.0:8080", "/etc/haproxy/models.map", **kwargs)
+
+
+def test_models_are_listed_in_openai_shape_sorted():
+    body = json.loads(fd.models_body(ROUTERS))
+    assert body["object"] == "list"
+    assert [m["id"] for m in body["data"]] == ["org/tiny-chat", "tiny-llama"]
+    assert all(m["object"] == "model" for m in body["data"])
+
+
+def test_each_model_has_its_backend_and_map_line():
+    cfg, mapping = config()
+    assert mapping == "org/tiny-chat model_org_tiny-chat\ntiny-llama model_tiny-llama\n"
+    assert "backend model_tiny-llama\n  server router 127.0.0.1:30000\n" in cfg
+    assert "backend model_org_tiny-chat\n  server router 127.0.0.1:30001\n" in cfg
+    assert "  bind 0.0.0.0:8080\n" in cfg
+    assert "map(/etc/haproxy/models.map)" in cfg
+
+
+def test_the_buffer_holds_the_largest_body_and_a_larger_one_is_refused():
+    cfg = config(max_body_bytes=1000000)[0]
+    assert "  tune.bufsize %d\n" % (1000000 + fd.HEADER_ROOM) in cfg
+    line = next(x for x in cfg.splitlines() if "status 413" in x)
+    assert line.endswith("if METH_POST { req.body_size gt 1000000 }")
+    assert "1000000 bytes" in line
+
+
+def test_the_404_names_the_requested_model_and_the_served_ones():
+    cfg = config()[0]
+    line = next(x for x in cfg.splitlines() if "status 404" in x and "lf-string" in x)
+    assert "%[var(txn.model),json(utf8s)]" in line
+    assert "the fleet serves org/tiny-chat, tiny-llama." in line
+
+
+def test_the_models_list_is_answered_by_the_door():
+    cfg = config()[0]
+    line = next(x for x in cfg.splitlines() if "status 200" in x)
+    assert line.endswith("if METH_GET { path /v1/models }")
+    assert fd.models_body(ROUTERS) in line
+
+
+@pytest.mark.parametrize("name", ["", "-lead", "has space", "quo'te", "a" * 129, 7, None])
+def test_a_name_the_door_cannot_route_is_refused(name):
+    assert len(fd.model_problems([name, "tiny-llama"])) == 1
+    with pytest.raises(ValueError, match="cannot be routed by the front door"):
+        fd.haproxy_config({name: "127.0.0.1:1"}, "0.0.0.0:8080", "/m")
+
+
+@pytest.mark.parametrize("name", ["tiny-llama", "meta-llama/Llama-3.1-8B-Instruct", "qwen2.5:7b", "a@b+c"])
+def test_usual_model_names_pass(name):
+    assert fd.model_problems([name]) == []
