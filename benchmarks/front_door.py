@@ -29,8 +29,10 @@ from aiohttp import ClientSession, ClientTimeout, web
 
 from router_policy import Backend, free_port, load, router_args, wait_answers
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "collections"))
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path[:0] = [os.path.join(ROOT, "collections"), os.path.join(ROOT, "roles", "router", "files")]
 from ansible_collections.rayvllm.fleet.plugins.module_utils import front_door  # noqa: E402
+from vllm_router_launch import with_workable_policy  # noqa: E402  # the policy the router host's launcher starts
 
 SLOTS, TPOT = 8, 0.010
 
@@ -114,9 +116,8 @@ async def run(args):
         routers = {}
         for model, urls in (("tiny-llama", [default.url, b.url]), ("tiny-chat", [b.url])):
             port, metrics = free_port(), free_port()
-            # As roles/router/files/vllm_router_launch.py starts it: power_of_two needs two backends.
-            policy = "power_of_two" if len(urls) > 1 else "round_robin"
-            processes.append(start([args.router, *router_args(policy, port, metrics, urls)]))
+            argv = with_workable_policy(router_args("power_of_two", port, metrics, urls), urls)
+            processes.append(start([args.router, *argv]))
             routers[model] = "127.0.0.1:%d" % port
             await wait_answers("http://" + routers[model], model=model)
         rows["router alone"] = await measure("http://" + routers["tiny-llama"], "tiny-llama", args.seconds,

@@ -17,6 +17,8 @@ Plain Python: builds the configuration text; the router role writes it, ``haprox
 import json
 import re
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.routers import router_instance
+
 # A served model's name in the door's files: HAProxy's configuration and map syntax hold these without quoting.
 MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$")
 # Room in HAProxy's buffer beyond the body: the request line and headers, and HAProxy's rewrite reserve.
@@ -35,8 +37,9 @@ def model_problems(models):
 
 
 def backend_name(model):
-    """The HAProxy backend of a model's router."""
-    return "model_" + re.sub(r"[^A-Za-z0-9_.-]", "_", model)
+    """The HAProxy backend of a model's router: named as its router instance (the fleet model refuses two models with
+    one instance name)."""
+    return "router_" + router_instance(model)
 
 
 def models_body(models):

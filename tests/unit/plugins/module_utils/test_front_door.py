@@ -22,9 +22,9 @@ def test_models_are_listed_in_openai_shape_sorted():
 
 def test_each_model_has_its_backend_and_map_line():
     cfg, mapping = config()
-    assert mapping == "org/tiny-chat model_org_tiny-chat\ntiny-llama model_tiny-llama\n"
-    assert "backend model_tiny-llama\n  server router 127.0.0.1:30000\n" in cfg
-    assert "backend model_org_tiny-chat\n  server router 127.0.0.1:30001\n" in cfg
+    assert mapping == "org/tiny-chat router_org-tiny-chat\ntiny-llama router_tiny-llama\n"
+    assert "backend router_tiny-llama\n  server router 127.0.0.1:30000\n" in cfg
+    assert "backend router_org-tiny-chat\n  server router 127.0.0.1:30001\n" in cfg
     assert "  bind 0.0.0.0:8080\n" in cfg
     assert "map(/etc/haproxy/models.map)" in cfg
 
