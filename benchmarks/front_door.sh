@@ -13,12 +13,7 @@ TOKENS=${TOKENS:-16}
 venv=$(bash scripts/router-venv.sh)
 version=$("$venv/bin/pip" show vllm-router | awk '/^Version:/ {print $2}')
 dir=.cache/haproxy
-if [ ! -x "$dir/x/usr/sbin/haproxy" ]; then
-  mkdir -p "$dir"
-  packages=(haproxy liblua5.3-0 libopentracing-c-wrapper0 libopentracing1)
-  (cd "$dir" && { apt-get download "${packages[@]}" >/dev/null 2>&1 || { apt-get update -qq && apt-get download "${packages[@]}" >/dev/null; }; })
-  for deb in "$dir"/*.deb; do dpkg -x "$deb" "$dir/x"; done
-fi
+[ -x "$dir/x/usr/sbin/haproxy" ] || bash scripts/debian-unpack.sh "$dir" haproxy liblua5.3-0 libopentracing-c-wrapper0 libopentracing1
 export LD_LIBRARY_PATH="$PWD/$dir/x/usr/lib/x86_64-linux-gnu"
 echo "vllm-router $version, $("$dir/x/usr/sbin/haproxy" -v | head -n 1 | cut -d' ' -f1-3), $(nproc) CPUs," \
   "$TOKENS tokens a request, ${SECONDS_EACH} s a measurement, $(date -u +%F), $(git rev-parse --short HEAD)"

@@ -4,9 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=.cache/promtool
-if [ ! -x "$dir/x/usr/bin/promtool" ]; then
-  mkdir -p "$dir"
-  (cd "$dir" && { apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download prometheus >/dev/null; }; })
-  dpkg -x "$dir"/prometheus_*.deb "$dir/x"
-fi
+[ -x "$dir/x/usr/bin/promtool" ] || bash scripts/debian-unpack.sh "$dir" prometheus
 exec "$dir/x/usr/bin/promtool" "$@"
