@@ -114,8 +114,10 @@ GRAFANA_DIR = "/etc/grafana"
 DASHBOARD_DIR = "/var/lib/grafana/dashboards/rayvllm"
 DATASOURCE_UID = "rayvllm-prometheus"
 VLLM_URL = f"http://{HEAD_IP}:{SETTINGS.get('vllm_port', 8000)}"
-# vllm-router on ray-head in front of both clusters (default: ray-head, b: ray-b-head).
+# The front door on ray-head (router_port): every model at one URL, in front of one vllm-router per model: tiny-chat's
+# (cluster b) on router_port + 1, tiny-llama's (both clusters: default on ray-head, b on ray-b-head) on router_port + 2.
 ROUTER_URL = f"http://{HEAD_IP}:30000"
+LLAMA_ROUTER_URL = f"http://{HEAD_IP}:30002"
 CLUSTER_URLS = {"default": VLLM_URL, "b": "http://10.77.0.13:8000"}
 CLUSTER_HEADS = {"default": "ray-head", "b": "ray-b-head"}  # where each cluster's server runs
 # Cluster b serves through Ray Serve LLM (vllm_serving_mode: ray_serve; its settings in its host_vars): no
@@ -378,7 +380,7 @@ class CompletionPoller:
 
 
 class RotationWatcher:
-    """Reads the router's rotation (/list_workers) every ``interval`` seconds from a thread and keeps
+    """Reads tiny-llama's router's rotation (/list_workers) every ``interval`` seconds from a thread and keeps
     (wall-clock time, [backend URLs]); ``out_of_rotation(url)`` gives the intervals a backend was out."""
 
     def __init__(self, interval=0.5):
@@ -389,7 +391,7 @@ class RotationWatcher:
     def _run(self):
         while not self._stop.is_set():
             try:
-                urls = bearer_request(ROUTER_URL + "/list_workers", None, timeout=5)["urls"]
+                urls = bearer_request(LLAMA_ROUTER_URL + "/list_workers", None, timeout=5)["urls"]
             except (OSError, ValueError, KeyError):
                 urls = None
             self.samples.append((time.time(), urls))
@@ -419,8 +421,8 @@ class RotationWatcher:
 
 
 def rotation():
-    """The backend URLs the router sends requests to now."""
-    return bearer_request(ROUTER_URL + "/list_workers", None)["urls"]
+    """The backend URLs tiny-llama's router sends requests to now."""
+    return bearer_request(LLAMA_ROUTER_URL + "/list_workers", None)["urls"]
 
 
 B_DASHBOARD = f"http://{ALL_NODE_IPS['ray-b-head']}:{SETTINGS['ray_dashboard_port']}"

@@ -15,25 +15,20 @@ Plain Python: builds the configuration text; the router role writes it, ``haprox
 """
 
 import json
-import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.routers import router_instance
+from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.routers import (
+    door_model_problems,
+    router_instance,
+)
 
-# A served model's name in the door's files: HAProxy's configuration and map syntax hold these without quoting.
-MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$")
 # Room in HAProxy's buffer beyond the body: the request line and headers, and HAProxy's rewrite reserve.
 HEADER_ROOM = 32768
 MAX_REWRITE = 8192
 
 
 def model_problems(models):
-    """A message for each served model name the door cannot route (an empty list when all can)."""
-    return [
-        "the served model name %r cannot be routed by the front door: use letters, digits and . _ - : / @ + (it "
-        "must start with a letter or digit, at most 128 characters; vllm_served_model_name or ray_serve_models)." % m
-        for m in sorted(models, key=str)
-        if not isinstance(m, str) or not MODEL_RE.match(m)
-    ]
+    """A message for each served model name the door cannot route (the fleet model's check)."""
+    return door_model_problems(models)
 
 
 def backend_name(model):
@@ -59,9 +54,10 @@ def _quoted(text):
     return "'%s'" % text
 
 
-def haproxy_config(routers, bind, map_path, max_body_bytes=1048576, timeout_s=600, maxconn=4096):
+def haproxy_config(routers, bind, map_path, max_body_bytes=1048576, timeout_s=600, maxconn=4096, user=None):
     """(haproxy.cfg text, map file text) of a door listening on BIND ("host:port") in front of ROUTERS,
-    {model: "host:port" of its router}. MAP_PATH: where the map file is written on the host."""
+    {model: "host:port" of its router}. MAP_PATH: where the map file is written on the host. USER: the account
+    HAProxy's worker runs as (its master, started by systemd as root, reads the files and binds the port)."""
     problems = model_problems(routers)
     if problems:
         raise ValueError(" ".join(problems))
@@ -75,7 +71,7 @@ def haproxy_config(routers, bind, map_path, max_body_bytes=1048576, timeout_s=60
     no_model = _error(400, "BadRequestError", "The request names no model (its JSON body has no \"model\"): the "
                       "fleet serves %s." % served)  # fmt: skip
     # %[...] is HAProxy's sample in a log-format string: the requested name, escaped for JSON.
-    unknown = _error(404, "NotFoundError", "The model MODEL is not served here: the fleet serves %s." % served)
+    unknown = _error(404, "NotFoundError", 'The model "MODEL" is not served here: the fleet serves %s.' % served)
     unknown = unknown.replace("MODEL", "%[var(txn.model),json(utf8s)]")
     elsewhere = _error(404, "NotFoundError", "Not found: the front door answers GET /v1/models and POST /v1/... "
                        "requests that name a model.")  # fmt: skip
@@ -84,6 +80,10 @@ def haproxy_config(routers, bind, map_path, max_body_bytes=1048576, timeout_s=60
         "global",
         # One line per request on HAProxy's standard output (the journal under systemd).
         "  log stdout format raw local0 info",
+    ]
+    if user:
+        lines += ["  user %s" % user, "  group %s" % user]
+    lines += [
         "  maxconn %d" % maxconn,
         "  tune.bufsize %d" % (max_body_bytes + HEADER_ROOM),
         "  tune.maxrewrite %d" % MAX_REWRITE,
@@ -102,6 +102,8 @@ def haproxy_config(routers, bind, map_path, max_body_bytes=1048576, timeout_s=60
         "  option http-buffer-request",
         "  http-request return status 200 content-type application/json string %s if METH_GET { path /v1/models }"
         % _quoted(models_body(routers)),
+        # The door's own liveness (the routers behind it have theirs, and vllm-router-health keeps their rotation).
+        "  http-request return status 200 content-type text/plain string ok if { path /health }",
         # A body HAProxy could not hold whole: its model may be past what was read.
         "  http-request return status 413 content-type application/json string %s"
         " if METH_POST { req.body_size gt %d }" % (_quoted(too_large), max_body_bytes),
@@ -121,3 +123,20 @@ def haproxy_config(routers, bind, map_path, max_body_bytes=1048576, timeout_s=60
         lines += ["", "backend %s" % backend_name(model), "  server router %s" % address]
     mapping = "".join("%s %s\n" % (model, backend_name(model)) for model in sorted(routers))
     return "\n".join(lines) + "\n", mapping
+
+
+def door_files(routers, host, map_path, max_body_bytes=1048576, timeout_s=600):
+    """{"config", "map"}: the door of router host HOST from the fleet model's routers (fleet_routers): it listens at
+    routers.door.urls[HOST] and sends each model to its router's URL on that host."""
+    bind = _host_port(routers["door"]["urls"][host])
+    backends = {model: _host_port(m["urls"][host]) for model, m in routers["models"].items()}
+    config, mapping = haproxy_config(
+        backends, bind, map_path, max_body_bytes=max_body_bytes, timeout_s=timeout_s, user="haproxy"
+    )
+    return {"config": config, "map": mapping}
+
+
+def _host_port(url):
+    """ "host:port" of an http URL (HAProxy's bind and server address; IPv6 in brackets as in the URL)."""
+    rest = url.split("://", 1)[-1].rstrip("/")
+    return rest.split("/", 1)[0]

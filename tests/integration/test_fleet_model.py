@@ -111,12 +111,12 @@ def with_router(inventory, **router_vars):
 
 
 def test_two_models_on_one_router_port_are_refused_before_any_host_changes(run_preflight):
-    ports = {"llama": {"port": 30000, "metrics_port": 29000}, "qwen": {"port": 30000, "metrics_port": 29001}}
+    ports = {"llama": {"port": 31000, "metrics_port": 29000}, "qwen": {"port": 31000, "metrics_port": 29001}}
     inventory = two_clusters(**{h: {"vllm_served_model_name": "llama" if h < "node-c" else "qwen"} for h in
                                 ("node-a", "node-b", "node-c", "node-d")})  # fmt: skip
     rc, out = run_preflight(with_router(inventory, router_model_ports=ports))
     assert rc != 0
-    assert "port 30000 on router host node-a is wanted by llama's router port, qwen's router port" in out
+    assert "port 31000 on router host node-a is wanted by llama's router port, qwen's router port" in out
     assert "TASK [rayvllm.fleet.preflight" not in out
 
 
@@ -125,7 +125,7 @@ def test_a_router_port_taken_by_vllm_on_its_host_is_refused(run_preflight):
     inventory = two_clusters(**{h: served for h in ("node-a", "node-b", "node-c", "node-d")})
     rc, out = run_preflight(with_router(inventory, router_port=8000))
     assert rc != 0
-    assert "port 8000 on router host node-a is wanted by llama's router port, vLLM" in out
+    assert "port 8000 on router host node-a is wanted by front door (router_port), vLLM" in out
 
 
 def test_clusters_behind_one_router_with_different_api_keys_are_refused_without_showing_a_key(run_preflight):

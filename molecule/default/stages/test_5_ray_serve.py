@@ -26,6 +26,7 @@ from sandbox import (
     bearer_request,
     complete,
     playbook,
+    rotation,
     sandbox_inventory,
     serve_details,
     serve_running,
@@ -236,9 +237,9 @@ def test_an_engine_kwargs_change_that_fails_is_rolled_back_and_the_run_fails_nam
     assert complete_b("tiny-chat") >= 1 and complete_b("tiny-llama") >= 1
     # Kept out of the router's rotation (it left it for the change) until a run passes its gate, as a vllm_serve
     # cluster is: a run with the config that runs sends nothing to Serve and puts it back.
-    assert B_URL not in bearer_request(ROUTER_URL + "/list_workers", None)["urls"]
+    assert B_URL not in rotation()
     out, report, _watch = site(llama=llama)
-    wait_for(lambda: B_URL in bearer_request(ROUTER_URL + "/list_workers", None)["urls"], timeout=120, interval=5)
+    wait_for(lambda: B_URL in rotation(), timeout=120, interval=5)
     assert report["failed"] == 0, report
 
 

@@ -61,8 +61,14 @@ def test_the_key_is_in_no_command_line_and_only_root_reads_it():
 
 def test_prometheus_scrapes_the_router_and_the_rotation_metrics():
     by_job = wait_for(lambda: all_up(("vllm_router", "node")), timeout=120, interval=5)
-    assert [t["labels"]["model"] for t in by_job["vllm_router"]] == [MODEL]
-    series = wait_for(lambda: api("query", query="vllm_router_backend_in_rotation")["result"], timeout=60)
-    assert sorted((s["metric"]["backend"], s["value"][1]) for s in series) == [("b", "1"), ("default", "1")]
+    # One router per model behind the front door: tiny-chat's (cluster b) and tiny-llama's (both clusters).
+    assert sorted(t["labels"]["model"] for t in by_job["vllm_router"]) == ["tiny-chat", MODEL]
+    series = wait_for(lambda: len(api("query", query="vllm_router_backend_in_rotation")["result"]) == 3, timeout=60)
+    series = api("query", query="vllm_router_backend_in_rotation")["result"]
+    assert sorted((s["metric"]["model"], s["metric"]["backend"], s["value"][1]) for s in series) == [
+        ("tiny-chat", "b", "1"),
+        (MODEL, "b", "1"),
+        (MODEL, "default", "1"),
+    ]
     rules = {r["name"] for g in api("rules")["groups"] for r in g["rules"]}
     assert {"VllmRouterBackendOutOfRotation", "VllmRouterDown"} <= rules

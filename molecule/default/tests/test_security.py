@@ -289,7 +289,7 @@ def test_a_host_outside_the_cluster_reaches_only_the_vllm_port():
     head_ports = [SETTINGS[p] for p in ("ray_gcs_port", "ray_dashboard_port", "ray_client_server_port")]
     # Ray metrics, node exporter, Prometheus, Alertmanager
     head_ports += [SETTINGS["ray_metrics_export_port"], 9100, 9090, 9093]
-    head_ports += [29000]  # the router's metrics (its client port 30000 is open to router_allowed_cidrs)
+    head_ports += [29000, 29001]  # the routers' metrics (the door 30000 and routers 30001-2: router_allowed_cidrs)
     worker_ports = [SETTINGS["ray_metrics_export_port"], SETTINGS["ray_node_manager_port"], 9100]
     closed = [(HEAD_IP, p) for p in head_ports] + [(NODE_IPS["ray-worker-1"], p) for p in worker_ports]
     vllm = (HEAD_IP, SETTINGS.get("vllm_port", 8000))

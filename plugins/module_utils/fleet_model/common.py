@@ -55,7 +55,12 @@ class Fleet:
         self.clusters = {}
         self.addresses = {}
         self.ports = {}
-        self.router_model = {"hosts": self.routers, "addresses": {}, "models": {}}
+        self.router_model = {
+            "hosts": self.routers,
+            "addresses": {},
+            "models": {},
+            "door": {"port": 0, "models": [], "urls": {}},
+        }
 
     def info(self, host):
         info = self.hosts.get(host)

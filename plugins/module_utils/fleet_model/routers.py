@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see LICENSE)
-"""The routers of the fleet model: one vllm-router per served model on every host of the ``router`` group
-(vllm-router 0.1.17 sends a request to any of its workers whatever its "model" field says), its backends the vLLM
-URL of every cluster serving that model."""
+"""The routers of the fleet model: on every host of the ``router`` group, the front door (HAProxy at ``router_port``:
+every served model at one URL, module_utils/front_door.py) in front of one vllm-router per served model (vllm-router
+0.1.17 sends a request to any of its workers whatever its "model" field says), its backends the vLLM URL of every
+cluster serving that model (every model of a Ray Serve cluster's ray_serve_models)."""
 
 import re
 
@@ -12,6 +13,8 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.common i
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import SHARED_SETTINGS
 
 INSTANCE_RE = re.compile(r"[^A-Za-z0-9_.-]+")
+# A served model's name the front door can route: HAProxy's configuration and map syntax hold these unquoted.
+DOOR_MODEL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:/@+-]{0,127}$")
 # Where the vLLM API keys of clusters behind a router live (beside the inventory): one per routed model.
 ROUTED_KEY_PREFIX = "router/"
 
@@ -21,25 +24,41 @@ def router_instance(model):
     return INSTANCE_RE.sub("-", str(model)).strip("-.") or "model"
 
 
+def door_model_problems(models):
+    """A message for each served model name the front door cannot route (an empty list when all can)."""
+    return [
+        "the served model name %r cannot be routed by the front door: use letters, digits and . _ - : / @ + (it "
+        "must start with a letter or digit, at most 128 characters; vllm_served_model_name or ray_serve_models)." % m
+        for m in sorted(models, key=str)
+        if not isinstance(m, str) or not DOOR_MODEL_RE.match(m)
+    ]
+
+
+def _offset(base, i):
+    return base + i if isinstance(base, int) and not isinstance(base, bool) else base
+
+
 def _router_ports(settings, models):
-    """{model: (port, metrics_port)} from router_port/router_metrics_port (one model) or router_model_ports."""
+    """{model: (port, metrics_port)}: router_model_ports where it names the model, else the next ports after the front
+    door's: the i-th model (sorted) on router_port + 1 + i, its metrics on router_metrics_port + i."""
     table = settings.get("router_model_ports") or {}
-    if not table and len(models) == 1:
-        return {models[0]: (settings.get("router_port"), settings.get("router_metrics_port"))}
     ports = {}
+    for i, model in enumerate(models):
+        ports[model] = (_offset(settings.get("router_port"), 1 + i), _offset(settings.get("router_metrics_port"), i))
     for model, entry in table.items():
         ports[model] = ((entry or {}).get("port"), (entry or {}).get("metrics_port"))
     return ports
 
 
 def build_routers(fleet):
-    """fleet.router_model: {"hosts", "addresses", "models": {model: {...}}}; and each cluster's router_model and
-    vllm_api_key_name."""
+    """fleet.router_model: {"hosts", "addresses", "models": {model: {...}}, "door": {"port", "models", "urls"}};
+    and each cluster's router_model and vllm_api_key_name."""
     routers = fleet.routers
     result = fleet.router_model
     served = {}
     for name, cluster in sorted(fleet.clusters.items()):
-        served.setdefault(cluster["served_model_name"], []).append(name)
+        for model in cluster["served_models"]:
+            served.setdefault(model, []).append(name)
     if routers:
         _build(fleet, served)
     for cluster in fleet.clusters.values():
@@ -74,27 +93,19 @@ def _build(fleet, served):
         table = {}
         settings["router_model_ports"] = {}
     ports = _router_ports(settings, sorted(served))
-    if len(served) > 1 and not table:
-        problems.append(
-            "the clusters serve %d models (%s) and vllm-router routes one model per port (its regular mode ignores a "
-            "request's model): set router_model_ports, e.g. {%s}."
-            % (
-                len(served),
-                join(sorted(served)),
-                ", ".join(
-                    "%s: {port: %d, metrics_port: %d}" % (m, 30000 + i, 29000 + i) for i, m in enumerate(sorted(served))
-                ),
+    problems.extend(door_model_problems(served))
+    door = settings.get("router_port")
+    for model, entry in sorted(table.items()):
+        if isinstance(entry, dict) and entry.get("port") == door and model in served:
+            problems.append(
+                "router_model_ports gives %s the port %s, which is router_port: the front door listens there and "
+                "serves every model, %s included, at that one URL. Remove %s from router_model_ports (its router then "
+                "listens on a port of its own after the door's) or give it another port." % (model, door, model, model)
             )
-        )
     for model in sorted(set(ports) - set(served)):
         problems.append(
             "router_model_ports names %s, which no cluster serves, so its router would have no backend (the clusters "
             "serve %s). Remove it or fix the name (vllm_served_model_name)." % (model, join(sorted(served)))
-        )
-    for model in sorted(set(served) - set(ports)) if table else []:
-        problems.append(
-            "clusters %s serve %s but router_model_ports gives it no port: add %s: {port: ..., metrics_port: ...}."
-            % (join(served[model]), model, model)
         )
     checked = {}
     for model, (port, metrics) in sorted(ports.items()):
@@ -113,6 +124,16 @@ def _build(fleet, served):
                 % (join(sorted(models)), instance)
             )
     router_host = settings.get("router_host")
+    door_port = checks.port([], "router_port", door, "")
+    result["door"] = {
+        "port": door_port or 0,
+        "models": sorted(served),
+        # How clients reach the door on each router host.
+        "urls": {
+            h: url(router_host if isinstance(router_host, str) else None, door_port, result["addresses"][h])
+            for h in routers
+        },
+    }
     for model, names in sorted(served.items()):
         if model not in ports:
             continue
@@ -126,7 +147,7 @@ def _build(fleet, served):
             "metrics_port": metrics,
             "clusters": names,
             "backends": [{"cluster": c, "url": fleet.clusters[c]["vllm_url"]} for c in names],
-            # How clients reach it on each router host.
+            # How the door, the rollout and vllm-router-health reach it on each router host.
             "urls": {
                 h: url(router_host if isinstance(router_host, str) else None, port or None, result["addresses"][h])
                 for h in routers

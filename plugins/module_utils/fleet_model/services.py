@@ -27,7 +27,7 @@ def _service(key, name, variables, runs_on, sources=None, admins=False, protos=(
 # runs_on: "fleet" every host of the fleet (the node exporter runs on Ray nodes and routers; the firewall opens it
 # everywhere), "node" every Ray node, "gpu_node" Ray nodes with preflight_gpu_check, "head" each cluster's head,
 # "monitoring" the monitoring hosts, "alertmanager" those that run Alertmanager, "alertmanager_gossip" those, when
-# there are several, "router" the router hosts (a port per served model).
+# there are several, "router" the router hosts (the front door, and a router port per served model).
 # sources: "prometheus" the monitoring hosts, "vllm_clients" vllm_allowed_cidrs, the monitoring hosts and the
 # routers of a routed cluster, "heads" every cluster's head, "other_prometheus" the other monitoring hosts,
 # "router_clients" router_allowed_cidrs, "admins" the admin networks only.
@@ -54,7 +54,10 @@ SERVICES = (
         "other_prometheus",
         protos=("tcp", "udp"),
     ),  # fmt: skip
-    _service("router", "vLLM router", ("router_port", "router_model_ports"), "router", "router_clients", admins=True),
+    # The front door (HAProxy: every served model at one URL) and behind it one vllm-router per model, each on a port of
+    # its own (router_model_ports, else the ports after router_port and router_metrics_port).
+    _service("front_door", "front door", ("router_port",), "router", "router_clients", admins=True),
+    _service("router", "vLLM router", ("router_model_ports",), "router", "router_clients", admins=True),
     _service(
         "router_metrics", "vLLM router metrics", ("router_metrics_port", "router_model_ports"), "router", "prometheus"
     ),  # fmt: skip
@@ -184,9 +187,9 @@ def _collisions(fleet, host, claims, worker_range):
     for port, owners in sorted(by_port.items()):
         if len(owners) < 2:
             continue
-        if any(s.key.startswith("router") for _label, s in owners):
-            # The routers' own ports first, by model.
-            owners = sorted(owners, key=lambda o: not o[1].key.startswith("router"))
+        if any(s.key.startswith("router") or s.key == "front_door" for _label, s in owners):
+            # The door's and the routers' own ports first, by model.
+            owners = sorted(owners, key=lambda o: not (o[1].key.startswith("router") or o[1].key == "front_door"))
             labels = [label for label, _service in owners]
             fleet.problems.append(
                 "port %d on router host %s is wanted by %s: give each its own port (router_port, "

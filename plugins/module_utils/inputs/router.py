@@ -76,6 +76,13 @@ def problems(values, host, model, context):
             % (host, text(v.get("router_version")), ", ".join(POLICIES), text(v.get("router_policy")),
                text(v.get("router_log_level")))
         )  # fmt: skip
+    body = v.get("router_door_max_body_bytes")
+    if not digits(body) or not 1024 <= integer(body) <= 64 * 1048576:
+        found.append(
+            "router on %s: router_door_max_body_bytes is %s: the front door reads each request's model from a body "
+            "of at most this many bytes, so set a whole number from 1024 to 67108864 (64 MiB; the default 1048576)."
+            % (host, text(body))
+        )
     bad = unsafe(v, UNIT_VALUES)
     if bad:
         found.append(

@@ -40,7 +40,7 @@ def test_the_buffer_holds_the_largest_body_and_a_larger_one_is_refused():
 def test_the_404_names_the_requested_model_and_the_served_ones():
     cfg = config()[0]
     line = next(x for x in cfg.splitlines() if "status 404" in x and "lf-string" in x)
-    assert "%[var(txn.model),json(utf8s)]" in line
+    assert 'The model \\"%[var(txn.model),json(utf8s)]\\" is not served here' in line
     assert "the fleet serves org/tiny-chat, tiny-llama." in line
 
 
@@ -61,3 +61,27 @@ def test_a_name_the_door_cannot_route_is_refused(name):
 @pytest.mark.parametrize("name", ["tiny-llama", "meta-llama/Llama-3.1-8B-Instruct", "qwen2.5:7b", "a@b+c"])
 def test_usual_model_names_pass(name):
     assert fd.model_problems([name]) == []
+
+
+def test_a_router_hosts_door_listens_at_its_url_and_sends_each_model_to_its_router_there():
+    routers = {
+        "door": {"port": 30000, "models": ["chat", "llama"], "urls": {"r": "http://10.0.9.1:30000"}},
+        "models": {
+            "chat": {"urls": {"r": "http://10.0.9.1:30001"}},
+            "llama": {"urls": {"r": "http://10.0.9.1:30002"}},
+        },
+    }
+    files = fd.door_files(routers, "r", "/etc/haproxy/rayvllm-models.map")
+    cfg = files["config"]
+    assert "  bind 10.0.9.1:30000" in cfg
+    assert "backend router_chat\n  server router 10.0.9.1:30001" in cfg
+    assert "backend router_llama\n  server router 10.0.9.1:30002" in cfg
+    assert files["map"] == "chat router_chat\nllama router_llama\n"
+    # Its worker drops root; the door answers its own liveness check.
+    assert "  user haproxy\n  group haproxy\n" in cfg
+    assert "string ok if { path /health }" in cfg
+
+
+def test_a_door_of_another_host_is_an_error_naming_it():
+    with pytest.raises(KeyError):
+        fd.door_files({"door": {"urls": {}}, "models": {}}, "r", "/m")

@@ -1,0 +1,20 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""The front door's HAProxy files on one router host (logic in module_utils/front_door.py)."""
+
+from ansible.errors import AnsibleFilterError
+
+
+def front_door(routers, host, map_path, max_body_bytes=1048576, timeout_s=600):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.front_door import door_files
+
+    try:
+        return door_files(routers, host, map_path, max_body_bytes=int(max_body_bytes), timeout_s=int(timeout_s))
+    except (KeyError, ValueError) as exc:
+        raise AnsibleFilterError("front_door: %s" % exc)
+
+
+class FilterModule:
+    def filters(self):
+        return {"front_door": front_door}
