@@ -260,10 +260,11 @@ def prometheus_binary():
     return head().check_output(f"tr '\\0' '\\n' < /proc/{prometheus_pid()}/cmdline | head -n1")
 
 
-def complete(prompt="Hi", max_tokens=2, timeout=30, url=None):
-    """Tokens of one completion from the sandbox's vLLM server (or the router, url=ROUTER_URL), with the API key."""
-    body = {"model": SETTINGS["vllm_served_model_name"], "prompt": prompt, "max_tokens": max_tokens}
-    answer = bearer_request((url or VLLM_URL) + "/v1/completions", vllm_api_key(), body, timeout)
+def complete(prompt="Hi", max_tokens=2, timeout=30, url=None, key=None, model=None):
+    """Tokens of one completion from the sandbox's vLLM server (or the front door, url=ROUTER_URL), with the API key
+    (or a tenant's key at the door)."""
+    body = {"model": model or SETTINGS["vllm_served_model_name"], "prompt": prompt, "max_tokens": max_tokens}
+    answer = bearer_request((url or VLLM_URL) + "/v1/completions", key or vllm_api_key(), body, timeout)
     return answer["usage"]["completion_tokens"]
 
 
@@ -311,8 +312,8 @@ class CompletionPoller:
     rollout still sends about 500 requests, each of its clusters out of rotation for minutes; the killed-server
     fault, over in seconds, asks every 0.5 s."""
 
-    def __init__(self, interval=2.0, timeout=30, url=None):
-        self.interval, self.timeout, self.url = interval, timeout, url
+    def __init__(self, interval=2.0, timeout=30, url=None, key=None):
+        self.interval, self.timeout, self.url, self.key = interval, timeout, url, key
         self.results = []
         self.failures = []  # (seconds into the poll, seconds the request took, why)
         self.slowest, self.slowest_at = 0.0, None  # seconds the slowest answer took, and when into the poll it began
@@ -325,7 +326,7 @@ class CompletionPoller:
             started = time.monotonic()
             down = False
             try:
-                ok = complete(timeout=self.timeout, url=self.url) >= 1
+                ok = complete(timeout=self.timeout, url=self.url, key=self.key) >= 1
                 why = "no token in the answer"
             except (OSError, ValueError, KeyError) as exc:  # refused, reset, timed out, HTTP 5xx, a bad body
                 ok = False

@@ -16,6 +16,7 @@ Plain Python: builds the configuration text; the router role writes it, ``haprox
 
 import json
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils import door_tenants
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.routers import (
     door_model_problems,
     router_instance,
@@ -54,10 +55,14 @@ def _quoted(text):
     return "'%s'" % text
 
 
-def haproxy_config(routers, bind, map_path, max_body_bytes=1048576, timeout_s=600, maxconn=4096, user=None):
+def haproxy_config(
+    routers, bind, map_path, max_body_bytes=1048576, timeout_s=600, maxconn=4096, user=None, tenancy=None
+):  # fmt: skip
     """(haproxy.cfg text, map file text) of a door listening on BIND ("host:port") in front of ROUTERS,
     {model: "host:port" of its router}. MAP_PATH: where the map file is written on the host. USER: the account
-    HAProxy's worker runs as (its master, started by systemd as root, reads the files and binds the port)."""
+    HAProxy's worker runs as (its master, started by systemd as root, reads the files and binds the port).
+    TENANCY: None (every client sends the clusters' key, passed through), or {"tenant_map", "keys_map" (the paths
+    of door_tenants' two maps), "cluster_keys_pass"}."""
     problems = model_problems(routers)
     if problems:
         raise ValueError(" ".join(problems))
@@ -91,7 +96,6 @@ def haproxy_config(routers, bind, map_path, max_body_bytes=1048576, timeout_s=60
         "defaults",
         "  mode http",
         "  log global",
-        "  option httplog",
         "  timeout connect 5s",
         "  timeout client %ds" % timeout_s,
         "  timeout server %ds" % timeout_s,
@@ -100,19 +104,31 @@ def haproxy_config(routers, bind, map_path, max_body_bytes=1048576, timeout_s=60
         "frontend door",
         "  bind %s" % bind,
         "  option http-buffer-request",
-        "  http-request return status 200 content-type application/json string %s if METH_GET { path /v1/models }"
-        % _quoted(models_body(routers)),
+        "  " + door_tenants.LOG_FORMAT,
         # The door's own liveness (the routers behind it have theirs, and vllm-router-health keeps their rotation).
         "  http-request return status 200 content-type text/plain string ok if { path /health }",
         # A body HAProxy could not hold whole: its model may be past what was read.
         "  http-request return status 413 content-type application/json string %s"
         " if METH_POST { req.body_size gt %d }" % (_quoted(too_large), max_body_bytes),
         "  http-request set-var(txn.model) req.body,json_query('$.model') if METH_POST",
+    ]
+    tenant_rules = (
+        door_tenants.rules(tenancy["tenant_map"], tenancy["keys_map"], tenancy.get("cluster_keys_pass", True))
+        if tenancy
+        else {"identify": [], "enforce": [], "table": []}
+    )
+    lines += tenant_rules["identify"]
+    lines += [
+        "  http-request return status 200 content-type application/json string %s if METH_GET { path /v1/models }"
+        % _quoted(models_body(routers)),
         "  http-request set-var(txn.backend) var(txn.model),map(%s) if { var(txn.model) -m found }" % map_path,
         "  http-request return status 400 content-type application/json string %s"
         " if METH_POST { path_beg /v1/ } !{ var(txn.model) -m found }" % _quoted(no_model),
         "  http-request return status 404 content-type application/json lf-string %s"
         " if METH_POST { path_beg /v1/ } !{ var(txn.backend) -m found }" % _quoted(unknown),
+    ]
+    lines += tenant_rules["enforce"]
+    lines += [
         "  use_backend %[var(txn.backend)] if { var(txn.backend) -m found }",
         "  default_backend elsewhere",
         "",
@@ -121,17 +137,19 @@ def haproxy_config(routers, bind, map_path, max_body_bytes=1048576, timeout_s=60
     ]
     for model, address in sorted(routers.items()):
         lines += ["", "backend %s" % backend_name(model), "  server router %s" % address]
+    if tenant_rules["table"]:
+        lines += [""] + tenant_rules["table"]
     mapping = "".join("%s %s\n" % (model, backend_name(model)) for model in sorted(routers))
     return "\n".join(lines) + "\n", mapping
 
 
-def door_files(routers, host, map_path, max_body_bytes=1048576, timeout_s=600):
+def door_files(routers, host, map_path, max_body_bytes=1048576, timeout_s=600, tenancy=None):
     """{"config", "map"}: the door of router host HOST from the fleet model's routers (fleet_routers): it listens at
-    routers.door.urls[HOST] and sends each model to its router's URL on that host."""
+    routers.door.urls[HOST] and sends each model to its router's URL on that host. TENANCY: as haproxy_config's."""
     bind = _host_port(routers["door"]["urls"][host])
     backends = {model: _host_port(m["urls"][host]) for model, m in routers["models"].items()}
     config, mapping = haproxy_config(
-        backends, bind, map_path, max_body_bytes=max_body_bytes, timeout_s=timeout_s, user="haproxy"
+        backends, bind, map_path, max_body_bytes=max_body_bytes, timeout_s=timeout_s, user="haproxy", tenancy=tenancy
     )
     return {"config": config, "map": mapping}
 

@@ -5,6 +5,7 @@
 
 import re
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils import door_tenants
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
     digits,
     integer,
@@ -49,6 +50,21 @@ UNIT_VALUES = (
 )
 
 
+def _keyed(tenants):
+    """The tenants, a stand-in for each key left out (the role generates it, usable by construction)."""
+    if not isinstance(tenants, list):
+        return tenants
+    return [
+        dict(t, key="generated-key-of-%s" % t.get("name")) if isinstance(t, dict) and t.get("key") is None else t
+        for t in tenants
+    ]
+
+
+def _served(model):
+    """The models the fleet's front door serves (the fleet model's routers)."""
+    return ((model or {}).get("routers") or {}).get("door", {}).get("models") or []
+
+
 def problems(values, host, model, context):
     v, found = values, []
     found.extend(
@@ -83,6 +99,15 @@ def problems(values, host, model, context):
             "of at most this many bytes, so set a whole number from 1024 to 67108864 (64 MiB; the default 1048576)."
             % (host, text(body))
         )
+    if not isinstance(v.get("router_door_cluster_keys"), bool):
+        found.append(
+            "router on %s: router_door_cluster_keys is %s: true (a key that is no tenant's goes on to the clusters) or "
+            "false (the door refuses it)." % (host, text(v.get("router_door_cluster_keys")))
+        )
+    found.extend(
+        "router on %s: %s" % (host, problem)
+        for problem in door_tenants.problems(_keyed(v.get("router_tenants")), _served(model))
+    )
     bad = unsafe(v, UNIT_VALUES)
     if bad:
         found.append(

@@ -46,7 +46,7 @@ def test_the_404_names_the_requested_model_and_the_served_ones():
 
 def test_the_models_list_is_answered_by_the_door():
     cfg = config()[0]
-    line = next(x for x in cfg.splitlines() if "status 200" in x)
+    line = next(x for x in cfg.splitlines() if "status 200" in x and "/v1/models" in x)
     assert line.endswith("if METH_GET { path /v1/models }")
     assert fd.models_body(ROUTERS) in line
 

@@ -1,0 +1,98 @@
+"""Tenants at the front door on the converged sandbox (router_tenants through playbooks/router.yml): their keys,
+models and limits, the audit log, a revoked key, and no failed request for the others while the tenants change.
+Each run ends with the tenants removed again (the door as deployed)."""
+
+import json
+import urllib.error
+from pathlib import Path
+
+import testinfra
+from sandbox import (
+    INVENTORY,
+    ROUTER_URL,
+    CompletionPoller,
+    bearer_request,
+    complete,
+    playbook,
+    vllm_api_key,
+)
+
+KEY_B = "team-b-key-0123456789abcdef"  # team-a's is generated beside the inventory
+TENANTS = [
+    {"name": "team-a"},
+    {"name": "team-b", "key": KEY_B, "models": ["tiny-chat"], "requests_per_minute": 4},
+]
+
+
+def router_yml(tenants, **more):
+    rc, out = playbook("playbooks/router.yml", "-e", json.dumps({"router_tenants": tenants, **more}))
+    assert rc == 0, out[-3000:]
+    return out
+
+
+def status(key, model="tiny-chat", path="/v1/completions"):
+    """(HTTP status, error message or None) of one request to the door."""
+    body = {"model": model, "prompt": "Hi", "max_tokens": 1} if path != "/v1/models" else None
+    try:
+        answer = bearer_request(ROUTER_URL + path, key, body, timeout=60)
+        return 200, answer
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}").get("error", {}).get("message")
+
+
+def test_tenants_get_their_keys_models_and_limits_and_a_revoked_key_is_refused():
+    door = testinfra.get_host("docker://ray-head")
+    try:
+        # Tenants added while a client with the clusters' key keeps asking: it sees no failed request.
+        with CompletionPoller(url=ROUTER_URL) as poll:
+            out = router_yml(TENANTS)
+        assert poll.report()["failed"] == 0, poll.report()
+        assert "the tenants at the door (team-a, team-b" in out
+        key_a = (Path(INVENTORY) / "credentials/tenants/team-a/api_key").read_text().strip()
+        assert len(key_a) >= 32
+        # The hosts hold digests, never a tenant's key.
+        tenant_map = door.file("/etc/haproxy/rayvllm-tenants.map").content_string
+        assert key_a not in tenant_map and KEY_B not in tenant_map
+        keys_map = door.file("/etc/haproxy/rayvllm-keys.map")
+        assert keys_map.mode == 0o600 and keys_map.user == "root"
+
+        # team-a: every model; team-b: tiny-chat only, 4 requests a minute.
+        models = bearer_request(ROUTER_URL + "/v1/models", key_a)["data"]
+        assert sorted(m["id"] for m in models) == ["tiny-chat", "tiny-llama"]
+        assert [m["id"] for m in bearer_request(ROUTER_URL + "/v1/models", KEY_B)["data"]] == ["tiny-chat"]
+        assert complete(url=ROUTER_URL, key=key_a) >= 1 and complete(url=ROUTER_URL, key=key_a, model="tiny-chat") >= 1
+        code, message = status(KEY_B, "tiny-llama")
+        assert code == 403 and message == 'The tenant team-b may not use the model "tiny-llama": it may use tiny-chat.'
+        codes = [status(KEY_B)[0] for _request in range(5)]
+        assert codes[:4] == [200] * 4 and codes[4] == 429, codes
+        code, message = status(KEY_B)
+        assert code == 429 and "over its limit of 4 requests per minute" in message
+        assert complete(url=ROUTER_URL, key=key_a) >= 1  # the other tenant is not limited
+
+        # The audit log: a line per request, tenant and model, never a key or a prompt.
+        journal = door.check_output("journalctl -u haproxy --no-pager -n 200 -o cat")
+        lines = [json.loads(line) for line in journal.splitlines() if line.startswith('{"time"')]
+        assert {"tenant": "team-b", "model": "tiny-llama", "status": 403} in [
+            {k: line[k] for k in ("tenant", "model", "status")} for line in lines
+        ]
+        assert key_a not in journal and KEY_B not in journal and vllm_api_key() not in journal
+
+        # A second run changes nothing.
+        out = router_yml(TENANTS)
+        assert "changed=0" in out.split("PLAY RECAP")[-1], out[-2000:]
+
+        # Only tenants' keys: the clusters' key is refused by the door itself.
+        router_yml(TENANTS, router_door_cluster_keys=False)
+        code, message = status(vllm_api_key())
+        assert code == 401 and "needs the key of a tenant" in message
+
+        # team-b revoked while team-a keeps asking: team-a sees no failed request, team-b's key is refused at once.
+        with CompletionPoller(url=ROUTER_URL, key=key_a) as poll:
+            router_yml(TENANTS[:1], router_door_cluster_keys=False)
+        assert poll.report()["failed"] == 0, poll.report()
+        assert status(KEY_B)[0] == 401
+    finally:
+        out = router_yml([])
+    assert not door.file("/etc/haproxy/rayvllm-tenants.map").exists
+    assert not door.file("/etc/haproxy/rayvllm-keys.map").exists
+    assert complete(url=ROUTER_URL) >= 1  # the clusters' key works at the door again
