@@ -39,12 +39,17 @@ def free_port():
 
 
 class Echo(http.server.BaseHTTPRequestHandler):
-    """A stand-in router: answers with the Authorization it got and the model; "slow" prompts take 2 s."""
+    """A stand-in router: answers with the Authorization it got and the model; a "slow" prompt is answered only once
+    the test releases it (the events, not a sleep: these tests may run at idle priority beside a busy machine)."""
+
+    slow_arrived = threading.Event()
+    release = threading.Event()
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
         if body.get("prompt") == "slow":
-            time.sleep(2)
+            Echo.slow_arrived.set()
+            Echo.release.wait(timeout=60)
         out = json.dumps({"auth": self.headers.get("authorization"), "model": body.get("model"),
                           "router": self.server.server_port}).encode()  # fmt: skip
         self.send_response(200)
@@ -84,7 +89,7 @@ def door(tmp_path_factory):
     assert check.returncode == 0, check.stdout + check.stderr
     proc = subprocess.Popen([str(HAPROXY), "-f", str(tmp / "haproxy.cfg")], env=env, stdout=log, stderr=log)
     url = "http://127.0.0.1:%d" % port
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
             urllib.request.urlopen(url + "/health", timeout=1).read()
@@ -107,7 +112,7 @@ def call(door, path, key=None, body=None):
     if body is not None:
         request.add_header("content-type", "application/json")
     try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
+        with urllib.request.urlopen(request, timeout=60) as answer:
             return answer.status, dict(answer.headers), json.loads(answer.read())
     except urllib.error.HTTPError as err:
         return err.code, dict(err.headers), json.loads(err.read())
@@ -158,8 +163,11 @@ def test_a_tenant_over_its_rate_gets_429_with_retry_after_and_the_others_do_not(
 def test_a_tenant_over_its_requests_in_flight_gets_429(door):
     with ThreadPoolExecutor(2) as pool:
         slow = pool.submit(complete, door, "team-c", "tiny-chat", "slow")
-        time.sleep(0.5)
-        status, headers, answer = complete(door, "team-c")
+        assert Echo.slow_arrived.wait(timeout=60)
+        try:
+            status, headers, answer = complete(door, "team-c")
+        finally:
+            Echo.release.set()
         assert slow.result()[0] == 200
     assert status == 429 and headers.get("retry-after") == "1"
     assert "over its limit of 1 requests in flight" in answer["error"]["message"]
