@@ -11,17 +11,21 @@ HAProxy reads a body only as far as its buffer holds: a request whose ``model`` 
 ``openai`` client writes a chat request's ``messages`` before its ``model``) would not be routed, so the buffer is
 sized to ``max_body_bytes`` and a larger request is refused with a 413 that says so.
 
+With tenants (module_utils/door_tenants.py builds their maps) ``tenant_rules`` name each request's tenant by its key's
+digest and enforce its models and limits; ``LOG_FORMAT`` writes the audit line of every request.
+
 Plain Python: builds the configuration text; the router role writes it, ``haproxy -c`` checks it.
 """
 
 import json
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import door_tenants
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.routers import (
     door_model_problems,
     router_instance,
 )
 
+# Seconds a tenant over its rate is told to wait: the rate is counted over a sliding minute.
+RETRY_AFTER_S = 60
 # Room in HAProxy's buffer beyond the body: the request line and headers, and HAProxy's rewrite reserve.
 HEADER_ROOM = 32768
 MAX_REWRITE = 8192
@@ -53,6 +57,11 @@ def _quoted(text):
     if "'" in text:
         raise ValueError("a single quote in %r" % text)
     return "'%s'" % text
+
+
+def _quoted_error(status, kind, message):
+    """An error body as one single-quoted HAProxy argument."""
+    return _quoted(_error(status, kind, message))
 
 
 def haproxy_config(
@@ -104,7 +113,7 @@ def haproxy_config(
         "frontend door",
         "  bind %s" % bind,
         "  option http-buffer-request",
-        "  " + door_tenants.LOG_FORMAT,
+        "  " + LOG_FORMAT,
         # The door's own liveness (the routers behind it have theirs, and vllm-router-health keeps their rotation).
         "  http-request return status 200 content-type text/plain string ok if { path /health }",
         # A body HAProxy could not hold whole: its model may be past what was read.
@@ -112,12 +121,12 @@ def haproxy_config(
         " if METH_POST { req.body_size gt %d }" % (_quoted(too_large), max_body_bytes),
         "  http-request set-var(txn.model) req.body,json_query('$.model') if METH_POST",
     ]
-    tenant_rules = (
-        door_tenants.rules(tenancy["tenant_map"], tenancy["keys_map"], tenancy.get("cluster_keys_pass", True))
+    tenanted = (
+        tenant_rules(tenancy["tenant_map"], tenancy["keys_map"], tenancy.get("cluster_keys_pass", True))
         if tenancy
         else {"identify": [], "enforce": [], "table": []}
     )
-    lines += tenant_rules["identify"]
+    lines += tenanted["identify"]
     lines += [
         "  http-request return status 200 content-type application/json string %s if METH_GET { path /v1/models }"
         % _quoted(models_body(routers)),
@@ -127,7 +136,7 @@ def haproxy_config(
         "  http-request return status 404 content-type application/json lf-string %s"
         " if METH_POST { path_beg /v1/ } !{ var(txn.backend) -m found }" % _quoted(unknown),
     ]
-    lines += tenant_rules["enforce"]
+    lines += tenanted["enforce"]
     lines += [
         "  use_backend %[var(txn.backend)] if { var(txn.backend) -m found }",
         "  default_backend elsewhere",
@@ -137,8 +146,8 @@ def haproxy_config(
     ]
     for model, address in sorted(routers.items()):
         lines += ["", "backend %s" % backend_name(model), "  server router %s" % address]
-    if tenant_rules["table"]:
-        lines += [""] + tenant_rules["table"]
+    if tenanted["table"]:
+        lines += [""] + tenanted["table"]
     mapping = "".join("%s %s\n" % (model, backend_name(model)) for model in sorted(routers))
     return "\n".join(lines) + "\n", mapping
 
@@ -158,3 +167,91 @@ def _host_port(url):
     """ "host:port" of an http URL (HAProxy's bind and server address; IPv6 in brackets as in the URL)."""
     rest = url.split("://", 1)[-1].rstrip("/")
     return rest.split("/", 1)[0]
+
+
+def tenant_rules(tenant_map_path, keys_map_path, cluster_keys_pass=True):
+    """The HAProxy lines of the door's frontend that name the tenant and enforce its grants and limits, in order:
+    ``identify`` (after the model is read, before /v1/models is answered) and ``enforce`` (after the model's router is
+    found). CLUSTER_KEYS_PASS: a request whose key is no tenant's goes on as before the tenants (the clusters check
+    it: their own key passes); False: it gets the door's 401."""
+    tenant = "var(txn.tenant)"
+    unauthorized = _quoted_error(
+        401,
+        "AuthenticationError",
+        "The front door needs the key of a tenant (Authorization: Bearer <key>): none was sent, or it is no "
+        "tenant key.",
+    )
+    forbidden = _quoted_error(
+        403,
+        "PermissionDeniedError",
+        'The tenant TENANT may not use the model "MODEL": it may use NAMES.',
+    )
+    forbidden = (
+        forbidden.replace("TENANT", "%[var(txn.tenant)]")
+        .replace("MODEL", "%[var(txn.model),json(utf8s)]")
+        .replace("NAMES", "%[var(txn.tenant),concat(.names),map(" + tenant_map_path + ")]")
+    )
+    over_rate = (
+        _quoted_error(
+            429,
+            "RateLimitError",
+            "The tenant TENANT is over its limit of LIMIT requests per minute: retry after %d s." % RETRY_AFTER_S,
+        )
+        .replace("TENANT", "%[var(txn.tenant)]")
+        .replace("LIMIT", "%[var(txn.rpm)]")
+    )
+    over_flight = (
+        _quoted_error(
+            429,
+            "RateLimitError",
+            "The tenant TENANT is over its limit of LIMIT requests in flight: retry when one has finished.",
+        )
+        .replace("TENANT", "%[var(txn.tenant)]")
+        .replace("LIMIT", "%[var(txn.inflight)]")
+    )
+    known = "{ %s -m found }" % tenant
+    identify = [
+        # The tenant: the SHA-256 of the key the request sends, looked up among the digests (no key on the host).
+        "  http-request set-var(txn.tenant) req.hdr(authorization),word(2,' '),sha2(256),hex,lower,map(%s)"
+        % tenant_map_path,
+    ]
+    if not cluster_keys_pass:
+        identify.append(
+            "  http-request return status 401 content-type application/json string %s if !%s" % (unauthorized, known)
+        )
+    identify.append(
+        "  http-request return status 200 content-type application/json lf-string '%%[var(txn.tenant),concat(.models),"
+        "map(%s)]' if METH_GET { path /v1/models } %s" % (tenant_map_path, known)
+    )
+    enforce = [
+        "  http-request set-var(txn.grant) var(txn.tenant),concat(@,txn.model),map(%s) if %s"
+        % (tenant_map_path, known),
+        "  http-request return status 403 content-type application/json lf-string %s"
+        " if %s !{ var(txn.grant) -m found }" % (forbidden, known),
+        # Requests per minute and in flight, counted per tenant (conn_cur: the tenant's requests not yet answered).
+        "  http-request track-sc0 var(txn.tenant) table door_tenants if %s" % known,
+        "  http-request set-var(txn.rpm) var(txn.tenant),concat(.rpm),map(%s,0) if %s" % (tenant_map_path, known),
+        "  http-request set-var(txn.inflight) var(txn.tenant),concat(.inflight),map(%s,0) if %s"
+        % (tenant_map_path, known),
+        "  http-request set-var(txn.rate) sc_http_req_rate(0) if %s" % known,
+        "  http-request set-var(txn.busy) sc_conn_cur(0) if %s" % known,
+        "  http-request return status 429 content-type application/json hdr Retry-After %d lf-string %s if %s"
+        " { var(txn.rpm) -m int gt 0 } { var(txn.rpm),sub(txn.rate) -m int lt 0 }" % (RETRY_AFTER_S, over_rate, known),
+        "  http-request return status 429 content-type application/json hdr Retry-After 1 lf-string %s if %s"
+        " { var(txn.inflight) -m int gt 0 } { var(txn.inflight),sub(txn.busy) -m int lt 0 }" % (over_flight, known),
+        # The backends see the clusters' key, never the tenant's.
+        "  http-request set-header Authorization %%[var(txn.model),map(%s)] if %s" % (keys_map_path, known),
+    ]
+    table = [
+        "backend door_tenants",
+        "  stick-table type string len 48 size 10k expire 2m store http_req_rate(60s),conn_cur",
+    ]
+    return {"identify": identify, "enforce": enforce, "table": table}
+
+
+# One line per request, the audit log: time, tenant ("-": a cluster key), model, status, milliseconds, bytes in and
+# out; never the prompt or a key.
+LOG_FORMAT = (
+    'log-format \'{"time":"%tr","tenant":"%[var(txn.tenant)]","model":"%[var(txn.model),json(utf8s)]",'
+    '"status":%ST,"ms":%Ta,"bytes_in":%U,"bytes_out":%B}\''
+)

@@ -176,6 +176,12 @@ def build_ports(fleet):
     fleet.problems.extend(bad.problems())
 
 
+def _on_router_port(service):
+    """The front door, a model's router or its metrics: the ports router_port, router_metrics_port and
+    router_model_ports give."""
+    return service.key == "front_door" or service.key.startswith("router")
+
+
 def _collisions(fleet, host, claims, worker_range):
     """Two services of the host on one port, and a port inside the host's Ray worker range (Ray starts a worker
     process on each port of the range)."""
@@ -187,9 +193,9 @@ def _collisions(fleet, host, claims, worker_range):
     for port, owners in sorted(by_port.items()):
         if len(owners) < 2:
             continue
-        if any(s.key.startswith("router") or s.key == "front_door" for _label, s in owners):
+        if any(_on_router_port(s) for _label, s in owners):
             # The door's and the routers' own ports first, by model.
-            owners = sorted(owners, key=lambda o: not (o[1].key.startswith("router") or o[1].key == "front_door"))
+            owners = sorted(owners, key=lambda o: not _on_router_port(o[1]))
             labels = [label for label, _service in owners]
             fleet.problems.append(
                 "port %d on router host %s is wanted by %s: give each its own port (router_port, "

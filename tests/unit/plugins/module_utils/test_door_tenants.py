@@ -67,7 +67,7 @@ def test_the_keys_map_gives_each_model_its_clusters_key_and_refuses_a_blank_one(
 def test_without_tenants_the_door_passes_the_key_through_and_logs_each_request():
     cfg, _map = fd.haproxy_config({"tiny-chat": "127.0.0.1:1"}, "0.0.0.0:8080", "/m")
     assert "txn.tenant) req.hdr" not in cfg and "set-header Authorization" not in cfg
-    assert dt.LOG_FORMAT in cfg
+    assert fd.LOG_FORMAT in cfg
 
 
 @pytest.mark.parametrize("cluster_keys_pass", [True, False])
