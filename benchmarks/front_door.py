@@ -125,7 +125,10 @@ async def run(args):
 
         workdir = tempfile.mkdtemp(prefix="front-door-")
         door_port = free_port()
-        cfg, mapping = front_door.haproxy_config(routers, "127.0.0.1:%d" % door_port, workdir + "/models.map")
+        # The door as the router role deploys it, its Lua (the accounting of every answer) included.
+        lua = os.path.join(ROOT, "roles", "router", "files", "rayvllm-door.lua")
+        cfg, mapping = front_door.haproxy_config(routers, "127.0.0.1:%d" % door_port, workdir + "/models.map",
+                                                 metrics_bind="127.0.0.1:%d" % free_port(), lua_path=lua)  # fmt: skip
         with open(workdir + "/models.map", "w") as handle:
             handle.write(mapping)
         with open(workdir + "/haproxy.cfg", "w") as handle:

@@ -6,13 +6,14 @@
 from ansible.errors import AnsibleFilterError
 
 
-def front_door(routers, host, map_path, max_body_bytes=1048576, timeout_s=600, tenancy=None):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.front_door import door_files
+def front_door(routers, host, map_path, max_body_bytes=1048576, timeout_s=600, tenancy=None, lua_path=None):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.front_door import LUA_PATH, door_files
 
     try:
         return door_files(
-            routers, host, map_path, max_body_bytes=int(max_body_bytes), timeout_s=int(timeout_s), tenancy=tenancy
-        )
+            routers, host, map_path, max_body_bytes=int(max_body_bytes), timeout_s=int(timeout_s), tenancy=tenancy,
+            lua_path=lua_path or LUA_PATH,
+        )  # fmt: skip
     except (KeyError, ValueError) as exc:
         raise AnsibleFilterError("front_door: %s" % exc)
 

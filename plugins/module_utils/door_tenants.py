@@ -4,7 +4,8 @@
 """Tenants at the front door (issue 56): each with a key of its own, the models it may use and its limits.
 
 The door (HAProxy, module_utils/front_door.py) names a request's tenant by the SHA-256 of the key it sends: the hosts
-hold digests only, never a tenant's key. A tenant over its requests per minute or its requests in flight gets a 429
+hold digests only, never a tenant's key. A tenant over its requests per minute, its tokens per minute (the tokens of
+its answers of the last minute, counted by the door's Lua) or its requests in flight gets a 429
 with ``Retry-After``, a model it may not use a 403 naming the model, and the backends get the clusters' key in place
 of the tenant's. Everything the door needs about tenants is one HAProxy map (``tenant_map``); the clusters' keys, one
 per model, are a second one that only root reads (``keys_map``). The HAProxy rules that read them are
@@ -21,8 +22,8 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.front_door import mo
 # A tenant's name: in the map's keys (after a digest, with "@" and "." as separators) and in log lines.
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")
 MIN_KEY_LENGTH = 16
-OPTIONS = ("name", "key", "models", "requests_per_minute", "max_in_flight")
-LIMITS = ("requests_per_minute", "max_in_flight")
+OPTIONS = ("name", "key", "models", "requests_per_minute", "tokens_per_minute", "max_in_flight")
+LIMITS = ("requests_per_minute", "tokens_per_minute", "max_in_flight")
 
 
 def digest(key):
@@ -36,8 +37,8 @@ def _count(value):
 
 def problems(tenants, served, variable="router_tenants"):
     """Messages for unusable tenants (an empty list when all are usable). TENANTS: [{name, key, models?,
-    requests_per_minute?, max_in_flight?}] with each key given (the role generates the missing ones first); SERVED:
-    the models the fleet serves. A message never shows a key."""
+    requests_per_minute?, tokens_per_minute?, max_in_flight?}] with each key given (the role generates the missing
+    ones first); SERVED: the models the fleet serves. A message never shows a key."""
     if not isinstance(tenants, list):
         return ["%s must be a list of tenants ({name, key, models, requests_per_minute, max_in_flight}), got %s."
                 % (variable, type(tenants).__name__)]  # fmt: skip
@@ -103,7 +104,7 @@ def _models(tenant, served):
 
 def tenant_map(tenants, served):
     """The text of the door's tenant map: "<digest> <name>" for each key, "<name>@<model> 1" for each model it may
-    use, "<name>.rpm", "<name>.inflight" (0: no limit), "<name>.models" (its GET /v1/models answer) and
+    use, "<name>.rpm", "<name>.tpm", "<name>.inflight" (0: no limit), "<name>.models" (its GET /v1/models answer) and
     "<name>.names" (its models, for the 403). TENANTS must have passed ``problems``."""
     lines = []
     for tenant in sorted(tenants, key=lambda t: t["name"]):
@@ -111,6 +112,7 @@ def tenant_map(tenants, served):
         lines.append("%s %s" % (digest(tenant["key"]), name))
         lines.extend("%s@%s 1" % (name, model) for model in models)
         lines.append("%s.rpm %d" % (name, tenant.get("requests_per_minute") or 0))
+        lines.append("%s.tpm %d" % (name, tenant.get("tokens_per_minute") or 0))
         lines.append("%s.inflight %d" % (name, tenant.get("max_in_flight") or 0))
         lines.append("%s.models %s" % (name, models_body(models)))
         lines.append("%s.names %s" % (name, ", ".join(models) or "none"))

@@ -12,7 +12,10 @@ HAProxy reads a body only as far as its buffer holds: a request whose ``model`` 
 sized to ``max_body_bytes`` and a larger request is refused with a 413 that says so.
 
 With tenants (module_utils/door_tenants.py builds their maps) ``tenant_rules`` name each request's tenant by its key's
-digest and enforce its models and limits; ``LOG_FORMAT`` writes the audit line of every request.
+digest and enforce its models and limits; ``LOG_FORMAT`` writes the audit line of every request. The door's Lua (the
+router role's ``rayvllm-door.lua``, at ``LUA_PATH``) counts every answer, its tokens and its time per tenant and model,
+keeps each tenant's tokens of the last minute for ``tokens_per_minute``, and serves the counts to Prometheus on the
+``door_metrics`` frontend.
 
 Plain Python: builds the configuration text; the router role writes it, ``haproxy -c`` checks it.
 """
@@ -26,6 +29,8 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.routers 
 
 # Seconds a tenant over its rate is told to wait: the rate is counted over a sliding minute.
 RETRY_AFTER_S = 60
+# Where the router role puts the door's Lua (roles/router/files/rayvllm-door.lua).
+LUA_PATH = "/etc/haproxy/rayvllm-door.lua"
 # Room in HAProxy's buffer beyond the body: the request line and headers, and HAProxy's rewrite reserve.
 HEADER_ROOM = 32768
 MAX_REWRITE = 8192
@@ -64,14 +69,26 @@ def _quoted_error(status, kind, message):
     return _quoted(_error(status, kind, message))
 
 
+def answer(status, condition, body, fmt="string", headers=""):
+    """The lines of an answer of the door itself: the Lua action that counts it (LUA_PATH's door_answer; HAProxy 2.6
+    runs no Lua after a return), then the return. BODY: one quoted argument (a log-format one with FMT lf-string)."""
+    return [
+        "  http-request lua.door_answer %d if %s" % (status, condition),
+        "  http-request return status %d content-type application/json%s %s %s if %s"
+        % (status, headers, fmt, body, condition),
+    ]
+
+
 def haproxy_config(
-    routers, bind, map_path, max_body_bytes=1048576, timeout_s=600, maxconn=4096, user=None, tenancy=None
+    routers, bind, map_path, max_body_bytes=1048576, timeout_s=600, maxconn=4096, user=None, tenancy=None,
+    metrics_bind=None, lua_path=LUA_PATH,
 ):  # fmt: skip
     """(haproxy.cfg text, map file text) of a door listening on BIND ("host:port") in front of ROUTERS,
     {model: "host:port" of its router}. MAP_PATH: where the map file is written on the host. USER: the account
     HAProxy's worker runs as (its master, started by systemd as root, reads the files and binds the port).
     TENANCY: None (every client sends the clusters' key, passed through), or {"tenant_map", "keys_map" (the paths
-    of door_tenants' two maps), "cluster_keys_pass"}."""
+    of door_tenants' two maps), "cluster_keys_pass"}. METRICS_BIND: where the door's Prometheus metrics (per tenant
+    and model, from the Lua file at LUA_PATH) are served, None for nowhere."""
     problems = model_problems(routers)
     if problems:
         raise ValueError(" ".join(problems))
@@ -94,6 +111,12 @@ def haproxy_config(
         "global",
         # One line per request on HAProxy's standard output (the journal under systemd).
         "  log stdout format raw local0 info",
+        # The accounting (requests, tokens, latency per tenant and model; tokens per minute): roles/router/files.
+        "  lua-load %s" % lua_path,
+        # One thread: HAProxy 2.6's Lua filters in the shared Lua state fail requests when several threads run them
+        # ("attempt to index a number value", seen at 16 clients on 2 threads); one thread also keeps every count in
+        # one place. benchmarks/front_door.sh measures what it costs against the router alone.
+        "  nbthread 1",
     ]
     if user:
         lines += ["  user %s" % user, "  group %s" % user]
@@ -114,13 +137,14 @@ def haproxy_config(
         "  bind %s" % bind,
         "  option http-buffer-request",
         "  " + LOG_FORMAT,
+        "  filter lua.rayvllm_usage",
+        "  http-request lua.door_begin",
         # The door's own liveness (the routers behind it have theirs, and vllm-router-health keeps their rotation).
         "  http-request return status 200 content-type text/plain string ok if { path /health }",
-        # A body HAProxy could not hold whole: its model may be past what was read.
-        "  http-request return status 413 content-type application/json string %s"
-        " if METH_POST { req.body_size gt %d }" % (_quoted(too_large), max_body_bytes),
-        "  http-request set-var(txn.model) req.body,json_query('$.model') if METH_POST",
     ]
+    # A body HAProxy could not hold whole: its model may be past what was read.
+    lines += answer(413, "METH_POST { req.body_size gt %d }" % max_body_bytes, _quoted(too_large))
+    lines += ["  http-request set-var(txn.model) req.body,json_query('$.model') if METH_POST"]
     tenanted = (
         tenant_rules(tenancy["tenant_map"], tenancy["keys_map"], tenancy.get("cluster_keys_pass", True))
         if tenancy
@@ -131,11 +155,9 @@ def haproxy_config(
         "  http-request return status 200 content-type application/json string %s if METH_GET { path /v1/models }"
         % _quoted(models_body(routers)),
         "  http-request set-var(txn.backend) var(txn.model),map(%s) if { var(txn.model) -m found }" % map_path,
-        "  http-request return status 400 content-type application/json string %s"
-        " if METH_POST { path_beg /v1/ } !{ var(txn.model) -m found }" % _quoted(no_model),
-        "  http-request return status 404 content-type application/json lf-string %s"
-        " if METH_POST { path_beg /v1/ } !{ var(txn.backend) -m found }" % _quoted(unknown),
     ]
+    lines += answer(400, "METH_POST { path_beg /v1/ } !{ var(txn.model) -m found }", _quoted(no_model))
+    lines += answer(404, "METH_POST { path_beg /v1/ } !{ var(txn.backend) -m found }", _quoted(unknown), "lf-string")
     lines += tenanted["enforce"]
     lines += [
         "  use_backend %[var(txn.backend)] if { var(txn.backend) -m found }",
@@ -146,20 +168,32 @@ def haproxy_config(
     ]
     for model, address in sorted(routers.items()):
         lines += ["", "backend %s" % backend_name(model), "  server router %s" % address]
+    if metrics_bind:
+        lines += [
+            "",
+            "frontend door_metrics",
+            "  bind %s" % metrics_bind,
+            "  no log",
+            "  http-request use-service lua.door_metrics if { path /metrics }",
+            "  http-request return status 404",
+        ]
     if tenanted["table"]:
         lines += [""] + tenanted["table"]
     mapping = "".join("%s %s\n" % (model, backend_name(model)) for model in sorted(routers))
     return "\n".join(lines) + "\n", mapping
 
 
-def door_files(routers, host, map_path, max_body_bytes=1048576, timeout_s=600, tenancy=None):
+def door_files(routers, host, map_path, max_body_bytes=1048576, timeout_s=600, tenancy=None, lua_path=LUA_PATH):
     """{"config", "map"}: the door of router host HOST from the fleet model's routers (fleet_routers): it listens at
-    routers.door.urls[HOST] and sends each model to its router's URL on that host. TENANCY: as haproxy_config's."""
+    routers.door.urls[HOST], serves its metrics at routers.door.metrics_urls[HOST] and sends each model to its
+    router's URL on that host. TENANCY, LUA_PATH: as haproxy_config's."""
     bind = _host_port(routers["door"]["urls"][host])
+    metrics = routers["door"].get("metrics_urls", {}).get(host)
     backends = {model: _host_port(m["urls"][host]) for model, m in routers["models"].items()}
     config, mapping = haproxy_config(
-        backends, bind, map_path, max_body_bytes=max_body_bytes, timeout_s=timeout_s, user="haproxy", tenancy=tenancy
-    )
+        backends, bind, map_path, max_body_bytes=max_body_bytes, timeout_s=timeout_s, user="haproxy", tenancy=tenancy,
+        metrics_bind=_host_port(metrics) if metrics else None, lua_path=lua_path,
+    )  # fmt: skip
     return {"config": config, "map": mapping}
 
 
@@ -209,6 +243,16 @@ def tenant_rules(tenant_map_path, keys_map_path, cluster_keys_pass=True):
         .replace("TENANT", "%[var(txn.tenant)]")
         .replace("LIMIT", "%[var(txn.inflight)]")
     )
+    over_tokens = (
+        _quoted_error(
+            429,
+            "RateLimitError",
+            "The tenant TENANT is over its limit of LIMIT tokens per minute: retry after RETRY s.",
+        )
+        .replace("TENANT", "%[var(txn.tenant)]")
+        .replace("LIMIT", "%[var(txn.tpm)]")
+        .replace("RETRY", "%[var(txn.tpm_retry)]")
+    )
     known = "{ %s -m found }" % tenant
     identify = [
         # The tenant: the SHA-256 of the key the request sends, looked up among the digests (no key on the host).
@@ -216,9 +260,7 @@ def tenant_rules(tenant_map_path, keys_map_path, cluster_keys_pass=True):
         % tenant_map_path,
     ]
     if not cluster_keys_pass:
-        identify.append(
-            "  http-request return status 401 content-type application/json string %s if !%s" % (unauthorized, known)
-        )
+        identify += answer(401, "!" + known, unauthorized)
     identify.append(
         "  http-request return status 200 content-type application/json lf-string '%%[var(txn.tenant),concat(.models),"
         "map(%s)]' if METH_GET { path /v1/models } %s" % (tenant_map_path, known)
@@ -226,19 +268,42 @@ def tenant_rules(tenant_map_path, keys_map_path, cluster_keys_pass=True):
     enforce = [
         "  http-request set-var(txn.grant) var(txn.tenant),concat(@,txn.model),map(%s) if %s"
         % (tenant_map_path, known),
-        "  http-request return status 403 content-type application/json lf-string %s"
-        " if %s !{ var(txn.grant) -m found }" % (forbidden, known),
+    ]
+    enforce += answer(403, "%s !{ var(txn.grant) -m found }" % known, forbidden, "lf-string")
+    enforce += [
         # Requests per minute and in flight, counted per tenant (conn_cur: the tenant's requests not yet answered).
         "  http-request track-sc0 var(txn.tenant) table door_tenants if %s" % known,
         "  http-request set-var(txn.rpm) var(txn.tenant),concat(.rpm),map(%s,0) if %s" % (tenant_map_path, known),
         "  http-request set-var(txn.inflight) var(txn.tenant),concat(.inflight),map(%s,0) if %s"
         % (tenant_map_path, known),
+        "  http-request set-var(txn.tpm) var(txn.tenant),concat(.tpm),map(%s,0) if %s" % (tenant_map_path, known),
         "  http-request set-var(txn.rate) sc_http_req_rate(0) if %s" % known,
         "  http-request set-var(txn.busy) sc_conn_cur(0) if %s" % known,
-        "  http-request return status 429 content-type application/json hdr Retry-After %d lf-string %s if %s"
-        " { var(txn.rpm) -m int gt 0 } { var(txn.rpm),sub(txn.rate) -m int lt 0 }" % (RETRY_AFTER_S, over_rate, known),
-        "  http-request return status 429 content-type application/json hdr Retry-After 1 lf-string %s if %s"
-        " { var(txn.inflight) -m int gt 0 } { var(txn.inflight),sub(txn.busy) -m int lt 0 }" % (over_flight, known),
+    ]
+    enforce += answer(
+        429,
+        "%s { var(txn.rpm) -m int gt 0 } { var(txn.rpm),sub(txn.rate) -m int lt 0 }" % known,
+        over_rate,
+        "lf-string",
+        " hdr Retry-After %d" % RETRY_AFTER_S,
+    )
+    enforce += answer(
+        429,
+        "%s { var(txn.inflight) -m int gt 0 } { var(txn.inflight),sub(txn.busy) -m int lt 0 }" % known,
+        over_flight,
+        "lf-string",
+        " hdr Retry-After 1",
+    )
+    # Tokens per minute: the Lua keeps each tenant's tokens of the last minute (counted as answers end).
+    enforce += ["  http-request lua.door_tokens_limit if %s { var(txn.tpm) -m int gt 0 }" % known]
+    enforce += answer(
+        429,
+        "%s { var(txn.tpm_over) -m found }" % known,
+        over_tokens,
+        "lf-string",
+        " hdr Retry-After %[var(txn.tpm_retry)]",
+    )
+    enforce += [
         # The backends see the clusters' key, never the tenant's.
         "  http-request set-header Authorization %%[var(txn.model),map(%s)] if %s" % (keys_map_path, known),
     ]

@@ -1,6 +1,7 @@
 """Tenants at the front door on the converged sandbox (router_tenants through playbooks/router.yml): their keys,
-models and limits, the audit log, a revoked key, and no failed request for the others while the tenants change.
-Each run ends with the tenants removed again (the door as deployed)."""
+models and limits (tokens per minute read from vLLM's real answers), the audit log, their metrics in Prometheus, a
+revoked key, and no failed request for the others while the tenants change. Each run ends with the tenants removed
+again (the door as deployed)."""
 
 import json
 import urllib.error
@@ -11,16 +12,21 @@ from sandbox import (
     INVENTORY,
     ROUTER_URL,
     CompletionPoller,
+    api,
     bearer_request,
     complete,
     playbook,
     vllm_api_key,
+    wait_for,
 )
 
 KEY_B = "team-b-key-0123456789abcdef"  # team-a's is generated beside the inventory
+KEY_C = "team-c-key-0123456789abcdef"
 TENANTS = [
     {"name": "team-a"},
     {"name": "team-b", "key": KEY_B, "models": ["tiny-chat"], "requests_per_minute": 4},
+    # A few completions of 2 tokens (and their prompts) a minute.
+    {"name": "team-c", "key": KEY_C, "tokens_per_minute": 12},
 ]
 
 
@@ -68,6 +74,26 @@ def test_tenants_get_their_keys_models_and_limits_and_a_revoked_key_is_refused()
         code, message = status(KEY_B)
         assert code == 429 and "over its limit of 4 requests per minute" in message
         assert complete(url=ROUTER_URL, key=key_a) >= 1  # the other tenant is not limited
+
+        # team-c: its tokens, read from vLLM's answers (usage) by the door, reach its limit within a few requests.
+        codes = [status(KEY_C, "tiny-llama") for _request in range(8)]
+        refused = next((i for i, (code, _message) in enumerate(codes) if code == 429), None)
+        assert refused is not None and refused >= 1 and all(c == 200 for c, _m in codes[:refused]), codes
+        assert "over its limit of 12 tokens per minute: retry after" in codes[refused][1]
+
+        # Prometheus has each tenant's requests by status and its tokens (job front_door).
+        def scraped():
+            found = {
+                (r["metric"]["tenant"], r["metric"]["code"]): float(r["value"][1])
+                for r in api("query", query='rayvllm_door_requests_total{job="front_door"}')["result"]
+            }
+            tokens = api("query", query='sum by (tenant) (rayvllm_door_tokens_total{job="front_door"})')["result"]
+            spent = {r["metric"]["tenant"]: float(r["value"][1]) for r in tokens}
+            wanted = [("team-b", "403"), ("team-b", "429"), ("team-c", "429"), ("team-a", "200")]
+            return (found, spent) if all(found.get(k) for k in wanted) and spent.get("team-c", 0) >= 12 else None
+
+        found, spent = wait_for(scraped, timeout=90, interval=5)
+        assert found[("team-b", "429")] >= 2 and spent["team-a"] > 0, (found, spent)
 
         # The audit log: a line per request, tenant and model, never a key or a prompt.
         journal = door.check_output("journalctl -u haproxy --no-pager -n 200 -o cat")

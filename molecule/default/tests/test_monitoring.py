@@ -157,6 +157,10 @@ def test_every_vllm_dashboard_panel_returns_data_from_the_deployed_vllm():
 
     for _completion in range(4):
         complete(url=ROUTER_URL)
+    # The door's refusals panel: a model the fleet does not serve gets the door's 404, counted for tenant "-".
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        complete(url=ROUTER_URL, model="no-such-model")
+    assert refused.value.code == 404
     # The router's errors panel has no series until a request fails (vllm_router_request_errors_total).
     quiet = {"Router errors and retries"}
 

@@ -59,7 +59,7 @@ class Fleet:
             "hosts": self.routers,
             "addresses": {},
             "models": {},
-            "door": {"port": 0, "models": [], "urls": {}},
+            "door": {"port": 0, "models": [], "urls": {}, "metrics_port": 0, "metrics_urls": {}},
         }
 
     def info(self, host):

@@ -51,7 +51,8 @@ def _router_ports(settings, models):
 
 
 def build_routers(fleet):
-    """fleet.router_model: {"hosts", "addresses", "models": {model: {...}}, "door": {"port", "models", "urls"}};
+    """fleet.router_model: {"hosts", "addresses", "models": {model: {...}}, "door": {"port", "models", "urls",
+    "metrics_port", "metrics_urls"}};
     and each cluster's router_model and vllm_api_key_name."""
     routers = fleet.routers
     result = fleet.router_model
@@ -125,14 +126,16 @@ def _build(fleet, served):
             )
     router_host = settings.get("router_host")
     door_port = checks.port([], "router_port", door, "")
+    # The door's per-tenant metrics (the services table checks the port).
+    door_metrics = checks.port([], "router_door_metrics_port", settings.get("router_door_metrics_port"), "")
+    listen_host = router_host if isinstance(router_host, str) else None
     result["door"] = {
         "port": door_port or 0,
         "models": sorted(served),
-        # How clients reach the door on each router host.
-        "urls": {
-            h: url(router_host if isinstance(router_host, str) else None, door_port, result["addresses"][h])
-            for h in routers
-        },
+        # How clients reach the door on each router host, and Prometheus its metrics.
+        "urls": {h: url(listen_host, door_port, result["addresses"][h]) for h in routers},
+        "metrics_port": door_metrics or 0,
+        "metrics_urls": {h: url(listen_host, door_metrics, result["addresses"][h]) for h in routers},
     }
     for model, names in sorted(served.items()):
         if model not in ports:

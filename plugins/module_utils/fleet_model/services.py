@@ -57,6 +57,7 @@ SERVICES = (
     # The front door (HAProxy: every served model at one URL) and behind it one vllm-router per model, each on a port of
     # its own (router_model_ports, else the ports after router_port and router_metrics_port).
     _service("front_door", "front door", ("router_port",), "router", "router_clients", admins=True),
+    _service("door_metrics", "front door metrics", ("router_door_metrics_port",), "router", "prometheus"),
     _service("router", "vLLM router", ("router_model_ports",), "router", "router_clients", admins=True),
     _service(
         "router_metrics", "vLLM router metrics", ("router_metrics_port", "router_model_ports"), "router", "prometheus"
@@ -179,7 +180,7 @@ def build_ports(fleet):
 def _on_router_port(service):
     """The front door, a model's router or its metrics: the ports router_port, router_metrics_port and
     router_model_ports give."""
-    return service.key == "front_door" or service.key.startswith("router")
+    return service.key in ("front_door", "door_metrics") or service.key.startswith("router")
 
 
 def _collisions(fleet, host, claims, worker_range):
@@ -199,7 +200,7 @@ def _collisions(fleet, host, claims, worker_range):
             labels = [label for label, _service in owners]
             fleet.problems.append(
                 "port %d on router host %s is wanted by %s: give each its own port (router_port, "
-                "router_metrics_port, router_model_ports)." % (port, host, join(labels))
+                "router_metrics_port, router_model_ports, router_door_metrics_port)." % (port, host, join(labels))
             )
             continue
         fleet.problems.append(

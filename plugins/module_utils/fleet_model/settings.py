@@ -48,7 +48,14 @@ SHARED_SETTINGS = {
     "prometheus": ("prometheus_web_listen_address", "prometheus_scrape_interval", "prometheus_ray_head_metrics_ports"),
     "grafana": ("grafana_http_addr", "grafana_http_port"),
     "alertmanager": ("alertmanager_install_source", "alertmanager_web_listen_address", "alertmanager_cluster_port"),
-    "router": ("router_host", "router_port", "router_metrics_port", "router_model_ports", "router_allowed_cidrs"),
+    "router": (
+        "router_host",
+        "router_port",
+        "router_metrics_port",
+        "router_model_ports",
+        "router_door_metrics_port",
+        "router_allowed_cidrs",
+    ),
     "node_exporter": ("node_exporter_port",),
     "dcgm_exporter": ("dcgm_exporter_port",),
 }

@@ -36,6 +36,7 @@ def test_usable_tenants_have_no_problems():
         ),
         ([tenant(requests_per_minute=-1)], "requests_per_minute is -1: a whole number"),
         ([tenant(max_in_flight=True)], "max_in_flight is True: a whole number"),
+        ([tenant(tokens_per_minute="1k")], "tokens_per_minute is '1k': a whole number"),
         ([tenant(), tenant("team-b", KEY_A)], "tenants team-a, team-b have the same key (not shown)"),
     ],
 )
@@ -46,7 +47,7 @@ def test_each_unusable_tenant_is_named_with_the_fix(tenants, expected):
 
 
 def test_the_map_holds_digests_grants_limits_and_lists_never_a_key():
-    tenants = [tenant(), tenant("team-b", KEY_B, models=["tiny-chat"], requests_per_minute=60)]
+    tenants = [tenant(), tenant("team-b", KEY_B, models=["tiny-chat"], requests_per_minute=60, tokens_per_minute=900)]
     text = dt.tenant_map(tenants, SERVED)
     assert KEY_A not in text and KEY_B not in text
     lines = text.splitlines()
@@ -54,6 +55,7 @@ def test_the_map_holds_digests_grants_limits_and_lists_never_a_key():
     assert {"team-a@tiny-chat 1", "team-a@tiny-llama 1", "team-b@tiny-chat 1"} <= set(lines)
     assert "team-b@tiny-llama 1" not in lines
     assert {"team-a.rpm 0", "team-a.inflight 0", "team-b.rpm 60", "team-b.inflight 0"} <= set(lines)
+    assert {"team-a.tpm 0", "team-b.tpm 900"} <= set(lines)
     assert "team-b.models " + dt.models_body(["tiny-chat"]) in lines
     assert "team-b.names tiny-chat" in lines and "team-a.names tiny-chat, tiny-llama" in lines
 

@@ -85,3 +85,46 @@ def test_a_router_hosts_door_listens_at_its_url_and_sends_each_model_to_its_rout
 def test_a_door_of_another_host_is_an_error_naming_it():
     with pytest.raises(KeyError):
         fd.door_files({"door": {"urls": {}}, "models": {}}, "r", "/m")
+
+
+@pytest.mark.parametrize(
+    ("tenancy", "refusals"),
+    [(None, 3), ({"tenant_map": "/t.map", "keys_map": "/k.map", "cluster_keys_pass": False}, 8)],
+)
+def test_every_answer_is_counted_by_the_doors_lua_and_its_own_refusals_just_before_they_are_returned(tenancy, refusals):
+    lines = config(lua_path="/l.lua", tenancy=tenancy)[0].splitlines()
+    assert "  lua-load /l.lua" in lines and "  nbthread 1" in lines  # its Lua filter fails on several threads
+    assert "  filter lua.rayvllm_usage" in lines and "  http-request lua.door_begin" in lines
+    door = lines[: lines.index("backend elsewhere")]  # the frontend's rules
+    found = [i for i, line in enumerate(door) if line.startswith("  http-request return status 4")]
+    # 413, 400, 404; with tenants 401, 403 and three 429s (requests, in flight, tokens) too.
+    assert len(found) == refusals
+    for i in found:
+        status, condition = lines[i].split()[3], lines[i].rsplit(" if ", 1)[1]
+        assert lines[i - 1] == "  http-request lua.door_answer %s if %s" % (status, condition), lines[i]
+
+
+def test_the_metrics_frontend_serves_the_luas_page_only_where_asked():
+    assert "door_metrics" not in config()[0]
+    cfg = config(metrics_bind="10.0.9.1:29999")[0]
+    block = cfg.split("frontend door_metrics\n", 1)[1].split("\n\n", 1)[0]
+    assert block.splitlines() == [
+        "  bind 10.0.9.1:29999",
+        "  no log",
+        "  http-request use-service lua.door_metrics if { path /metrics }",
+        "  http-request return status 404",
+    ]
+
+
+def test_a_tenant_over_its_tokens_per_minute_is_refused_with_the_seconds_the_lua_computed():
+    tenancy = {"tenant_map": "/t.map", "keys_map": "/k.map"}
+    lines = config(tenancy=tenancy)[0].splitlines()
+    known = "{ var(txn.tenant) -m found }"
+    check = lines.index("  http-request lua.door_tokens_limit if %s { var(txn.tpm) -m int gt 0 }" % known)
+    refusal = lines[check + 2]
+    assert refusal.startswith("  http-request return status 429 content-type application/json hdr Retry-After "
+                              "%[var(txn.tpm_retry)] lf-string")  # fmt: skip
+    assert "tokens per minute: retry after %[var(txn.tpm_retry)] s." in refusal
+    assert refusal.endswith("if %s { var(txn.tpm_over) -m found }" % known)
+    # Before the clusters' key replaces the tenant's: a refused request never reaches a router.
+    assert check < next(i for i, x in enumerate(lines) if "set-header Authorization" in x)

@@ -23,7 +23,14 @@ def test_one_router_per_served_model_with_every_cluster_serving_it_as_backend():
     assert problems == []
     llama = model["routers"]["models"]["llama"]
     # The front door at router_port; the model's router on the next port, its metrics on router_metrics_port.
-    assert model["routers"]["door"] == {"port": 30000, "models": ["llama"], "urls": {"r": "http://10.0.9.3:30000"}}
+    assert model["routers"]["door"] == {
+        "port": 30000,
+        "models": ["llama"],
+        "urls": {"r": "http://10.0.9.3:30000"},
+        # Its per-tenant metrics, for Prometheus.
+        "metrics_port": 29999,
+        "metrics_urls": {"r": "http://10.0.9.3:29999"},
+    }
     assert llama["port"] == 30001 and llama["metrics_port"] == 29000 and llama["instance"] == "llama"
     assert llama["backends"] == [
         {"cluster": "a", "url": "http://10.0.0.1:8000"},

@@ -37,7 +37,13 @@ def test_every_host_has_the_ports_of_the_services_it_runs_in_the_tables_order():
     assert ports["h"] == head
     assert list(ports["h"]) == [s.key for s in SERVICES if s.key in head]
     assert ports["mon"] == {"node_exporter": [9100], "prometheus": [9090], "grafana": [3000], "alertmanager": [9093]}
-    assert ports["r"] == {"node_exporter": [9101], "front_door": [30000], "router": [30001], "router_metrics": [29000]}
+    assert ports["r"] == {
+        "node_exporter": [9101],
+        "front_door": [30000],
+        "door_metrics": [29999],
+        "router": [30001],
+        "router_metrics": [29000],
+    }
     assert model["addresses"] == {"h": "10.0.0.1", "w": "10.0.0.2", "mon": "10.0.9.9", "r": "10.0.9.8"}
 
 
@@ -54,9 +60,9 @@ def test_a_router_port_taken_by_another_service_names_both():
     _model, problems = build(["h"], [], hosts, routers=["h"])
     assert problems == [
         "port 8265 on router host h is wanted by llama's metrics port, Ray dashboard (ray_dashboard_port): give "
-        "each its own port (router_port, router_metrics_port, router_model_ports).",
+        "each its own port (router_port, router_metrics_port, router_model_ports, router_door_metrics_port).",
         "port 9100 on router host h is wanted by front door (router_port), node exporter (node_exporter_port): give "
-        "each its own port (router_port, router_metrics_port, router_model_ports).",
+        "each its own port (router_port, router_metrics_port, router_model_ports, router_door_metrics_port).",
     ]
 
 
