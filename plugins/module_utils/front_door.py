@@ -203,6 +203,17 @@ def _host_port(url):
     return rest.split("/", 1)[0]
 
 
+def _over_limit(limit_var, rest):
+    """The 429 body of a tenant over a limit: its name, the limit (from LIMIT_VAR) and REST (what, and when to retry),
+    as one log-format argument."""
+    message = "The tenant TENANT is over its limit of LIMIT " + rest
+    return (
+        _quoted_error(429, "RateLimitError", message)
+        .replace("TENANT", "%[var(txn.tenant)]")
+        .replace("LIMIT", "%%[var(%s)]" % limit_var)
+    )
+
+
 def tenant_rules(tenant_map_path, keys_map_path, cluster_keys_pass=True):
     """The HAProxy lines of the door's frontend that name the tenant and enforce its grants and limits, in order:
     ``identify`` (after the model is read, before /v1/models is answered) and ``enforce`` (after the model's router is
@@ -225,34 +236,9 @@ def tenant_rules(tenant_map_path, keys_map_path, cluster_keys_pass=True):
         .replace("MODEL", "%[var(txn.model),json(utf8s)]")
         .replace("NAMES", "%[var(txn.tenant),concat(.names),map(" + tenant_map_path + ")]")
     )
-    over_rate = (
-        _quoted_error(
-            429,
-            "RateLimitError",
-            "The tenant TENANT is over its limit of LIMIT requests per minute: retry after %d s." % RETRY_AFTER_S,
-        )
-        .replace("TENANT", "%[var(txn.tenant)]")
-        .replace("LIMIT", "%[var(txn.rpm)]")
-    )
-    over_flight = (
-        _quoted_error(
-            429,
-            "RateLimitError",
-            "The tenant TENANT is over its limit of LIMIT requests in flight: retry when one has finished.",
-        )
-        .replace("TENANT", "%[var(txn.tenant)]")
-        .replace("LIMIT", "%[var(txn.inflight)]")
-    )
-    over_tokens = (
-        _quoted_error(
-            429,
-            "RateLimitError",
-            "The tenant TENANT is over its limit of LIMIT tokens per minute: retry after RETRY s.",
-        )
-        .replace("TENANT", "%[var(txn.tenant)]")
-        .replace("LIMIT", "%[var(txn.tpm)]")
-        .replace("RETRY", "%[var(txn.tpm_retry)]")
-    )
+    over_rate = _over_limit("txn.rpm", "requests per minute: retry after %d s." % RETRY_AFTER_S)
+    over_flight = _over_limit("txn.inflight", "requests in flight: retry when one has finished.")
+    over_tokens = _over_limit("txn.tpm", "tokens per minute: retry after %[var(txn.tpm_retry)] s.")
     known = "{ %s -m found }" % tenant
     identify = [
         # The tenant: the SHA-256 of the key the request sends, looked up among the digests (no key on the host).
