@@ -118,3 +118,68 @@ def test_a_directory_without_config_json_is_never_moved(run_preflight, tmp_path)
     assert not_weights.is_dir() and not not_weights.is_symlink()
     assert (not_weights / "bin/tool").read_text() == "#!/bin/sh\n"
     assert "legacy" not in revisions(tmp_path)
+
+
+def peers(tmp_path, names):
+    """Hosts of this machine (127.0.0.1, .2, ...), each with its own model_path (the real fleet's nodes share the path,
+    not the disk)."""
+    return local_hosts(
+        head=names[:1],
+        workers=names[1:],
+        **{name: {"model_path": str(tmp_path / name / "srv/models/tiny")} for name in names},
+    )
+
+
+def staged(tmp_path, name):
+    model = tmp_path / name / "srv/models/tiny"
+    return {p.name: p.read_bytes() for p in model.iterdir() if p.is_file()} if model.is_symlink() else None
+
+
+def task_block(out, title):
+    """The host lines under the first task whose title contains ``title``."""
+    start = out.index(title)
+    end = out.find("\nTASK [", start)
+    return out[start:end]
+
+
+def test_the_weights_leave_the_controller_once_and_a_later_node_fetches_them_from_a_peer(run_preflight, tmp_path):
+    playbook, group_vars = setup(tmp_path)
+    del group_vars["model_path"]
+    three = ["node-a", "node-b", "node-c"]
+    rc, out = run_preflight(peers(tmp_path, three), group_vars, playbook=playbook)
+    assert rc == 0, out[-3000:]
+    copied = task_block(out, "copy the weights from the controller")
+    assert "changed: [node-a]" in copied and "node-b" not in copied and "node-c" not in copied, copied
+    assert "node-c: fetching the weights from node-b, then node-a" in out
+    expected = staged(tmp_path, "node-a")
+    assert expected and "config.json" in expected and ".rayvllm-manifest.json" in expected
+    assert staged(tmp_path, "node-b") == expected and staged(tmp_path, "node-c") == expected
+    rc, out = run_preflight(peers(tmp_path, three), group_vars, playbook=playbook)
+    assert rc == 0 and "changed=0" in out and "share" not in out.split("PLAY RECAP")[0].lower(), out[-3000:]
+    # A node joining later: from a peer (the node before it in the chain), not the controller; the others only serve.
+    rc, out = run_preflight(peers(tmp_path, three + ["node-d"]), group_vars, playbook=playbook)
+    assert rc == 0, out[-3000:]
+    assert "copy the weights from the controller" not in out or "changed: [node-d]" not in task_block(
+        out, "copy the weights from the controller"
+    )
+    assert "node-d: fetching the weights from node-a, then node-b, then node-c" in out
+    assert staged(tmp_path, "node-d") == expected
+
+
+def test_a_damaged_part_on_a_node_is_found_and_fetched_again_naming_node_and_file(run_preflight, tmp_path):
+    playbook, group_vars = setup(tmp_path)
+    del group_vars["model_path"]
+    two = ["node-a", "node-b"]
+    rc, out = run_preflight(peers(tmp_path, two[:1]), group_vars, playbook=playbook)
+    assert rc == 0, out[-3000:]
+    [revision] = os.listdir(tmp_path / "node-a/srv/models/tiny.revisions")
+    # node-b was cut short earlier with a damaged start of config.json: resumed, it no longer matches.
+    partial = tmp_path / f"node-b/srv/models/tiny.revisions/{revision}.partial"
+    partial.mkdir(parents=True)
+    good = (tmp_path / "node-a/srv/models/tiny/config.json").read_bytes()
+    (partial / "config.json").write_bytes(b"#" + good[1:10])
+    rc, out = run_preflight(peers(tmp_path, two), group_vars, playbook=playbook)
+    assert rc == 0, out[-3000:]
+    # (YAML wraps the message and doubles its quote.)
+    assert "node-b: config.json, resumed from an earlier transfer, does not match the" in " ".join(out.split())
+    assert staged(tmp_path, "node-b") == staged(tmp_path, "node-a")

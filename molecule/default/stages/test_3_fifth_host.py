@@ -36,6 +36,7 @@ from sandbox import (
     sh as sandbox_sh,
     start_host,
     ROOT,
+    task_results,
     unit_started,
     wait_for,
 )
@@ -139,6 +140,13 @@ def test_a_fifth_host_joins_with_site_yml_and_vllm_keeps_running(inventory):
         joined(PEERS)
         plan_unchanged(out)
         assert vllm_started() == vllm_before, "vLLM restarted for a node its plan does not use"
+        # Its weights came from the nodes that have them (model_distribution: peers), not from the controller.
+        said = " ".join(out.split())
+        assert f"{FIFTH}: fetching the weights from ray-head, then ray-worker-1, then ray-worker-2" in said, out[-6000:]
+        copied = [
+            h for t, st, h in task_results(out) if "copy the weights from the controller" in t and st == "changed"
+        ]
+        assert copied == [], copied
     served(poller, "a fifth host joins")
     # Installed without compiling: only what its own imports compiled has bytecode (every module, on the others).
     count = "find -L /opt/vllm/current/lib -name '*.{}' | wc -l"

@@ -170,3 +170,22 @@ def test_a_rerun_changes_and_restarts_nothing():
 def changed_tasks(out):
     """(task, host) of every change a playbook's output reports: what a re-run that should change nothing changed."""
     return [(task, host) for task, status, host in task_results(out) if status == "changed"]
+
+
+def test_the_weights_left_the_controller_once_per_round_and_the_workers_fetched_them_from_peers():
+    """model_distribution: peers (the default) in the converge: the controller's copy went to one node of each round
+    (ray-b-head's models in the ray_serve play, ray-head for cluster default), and the workers fetched theirs from a
+    peer, each file checked against the manifest that every node now holds, the same on each."""
+    log = (ROOT / ".cache/converge-vvv.log").read_text()
+    copied = {host for task, status, host in task_results(log) if "copy the weights from the controller" in task
+              and status == "changed"}  # fmt: skip
+    assert copied == {"ray-head", "ray-b-head"}, copied
+    said = " ".join(log.split())
+    assert "ray-worker-1: fetching the weights from ray-head; serving them to ray-worker-2" in said
+    assert "ray-worker-2: fetching the weights from ray-worker-1, then ray-head" in said
+    manifests = {
+        name: testinfra.get_host("docker://" + name).check_output("cat /srv/models/tiny-llama/.rayvllm-manifest.json")
+        for name in ("ray-head", "ray-worker-1", "ray-worker-2")
+    }
+    assert len(set(manifests.values())) == 1, manifests
+    assert any(f["path"] == "config.json" for f in json.loads(manifests["ray-head"])["files"])

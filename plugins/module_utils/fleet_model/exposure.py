@@ -37,6 +37,12 @@ def build_exposure(fleet):
             "heads": heads,
             "admins": [],
             "other_prometheus": [a for a in prometheus if a != own],
+            # The Ray nodes of the other clusters (the host's own cluster reaches every port).
+            "nodes": sorted(
+                {fleet.nodes[h]["ip"] for h in fleet.nodes if fleet.nodes[h]["ip"]}
+                - {fleet.nodes[h]["ip"] for h in fleet.nodes if node and fleet.nodes[h]["cluster"] == node["cluster"]}
+                - {own}
+            ),
             "router_clients": sorted(set(_cidrs(fleet, bad, host, "router_allowed_cidrs")))
             if host in fleet.routers
             else [],
@@ -51,6 +57,8 @@ def build_exposure(fleet):
         for service in SERVICES:
             if service.sources is None or not runs_on(fleet, service, host):
                 continue
+            if service.sources == "nodes" and not sources["nodes"]:
+                continue  # one cluster: its members reach every port
             ports = list(fleet.ports.get(host, {}).get(service.key, []))
             if service.key == "ray_head_metrics" and not fleet.monitoring:
                 ports = []  # nothing scrapes them

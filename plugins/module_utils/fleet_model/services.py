@@ -30,7 +30,7 @@ def _service(key, name, variables, runs_on, sources=None, admins=False, protos=(
 # there are several, "router" the router hosts (the front door, and a router port per served model).
 # sources: "prometheus" the monitoring hosts, "vllm_clients" vllm_allowed_cidrs, the monitoring hosts and the
 # routers of a routed cluster, "heads" every cluster's head, "other_prometheus" the other monitoring hosts,
-# "router_clients" router_allowed_cidrs, "admins" the admin networks only.
+# "router_clients" router_allowed_cidrs, "admins" the admin networks only, "nodes" the fleet's other Ray nodes.
 # The order is the order of the firewall's openings.
 SERVICES = (
     _service("node_exporter", "node exporter", ("node_exporter_port",), "fleet", "prometheus"),
@@ -62,6 +62,9 @@ SERVICES = (
     _service(
         "router_metrics", "vLLM router metrics", ("router_metrics_port", "router_model_ports"), "router", "prometheus"
     ),  # fmt: skip
+    # Each node serves the weights to its peers while a revision is spread (roles/model, model_distribution: peers);
+    # a peer of another cluster may serve them (model_distribution_scope: fleet).
+    _service("model_share", "weights sharing", ("model_distribution_port",), "node", "nodes"),
     _service("ray_gcs", "Ray GCS", ("ray_gcs_port",), "head"),
     _service("ray_client_server", "Ray client server", ("ray_client_server_port",), "head"),
     _service("ray_node_manager", "Ray node manager", ("ray_node_manager_port",), "node"),

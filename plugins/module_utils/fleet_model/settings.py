@@ -45,6 +45,7 @@ SHARED_SETTINGS = {
         "vllm_config_dir",
     ),
     "preflight": ("preflight_gpu_check",),
+    "model": ("model_distribution_port",),
     "prometheus": ("prometheus_web_listen_address", "prometheus_scrape_interval", "prometheus_ray_head_metrics_ports"),
     "grafana": ("grafana_http_addr", "grafana_http_port"),
     "alertmanager": ("alertmanager_install_source", "alertmanager_web_listen_address", "alertmanager_cluster_port"),

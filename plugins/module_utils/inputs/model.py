@@ -97,6 +97,13 @@ def problems(values, host, model, context):
             "some nodes and not others. Set model_hf_revision to the commit's 40-hex id (the hub's \"Files and "
             'versions" page, or `huggingface-cli repo info`), or set model_hf_allow_unpinned: true.' % (revision, host)
         )
+    for key, least, meaning in (
+        ("model_distribution_bwlimit", 0, "megabits per second a node may take while spreading weights, 0 for no cap"),
+        ("model_distribution_timeout", 1, "seconds the spread of one revision may take"),
+    ):
+        value = v.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value < least:
+            found.append("%s on %s is %d: give the %s (at least %d)." % (key, host, value, meaning, least))
     copy = v.get("model_controller_path")
     if source == "controller" and copy and not os.path.isfile(os.path.join(str(copy), "config.json")):
         found.append(

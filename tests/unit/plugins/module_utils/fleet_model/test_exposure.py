@@ -27,3 +27,24 @@ def test_fleet_model_exposure_of_a_head_a_worker_and_a_monitoring_host():
     # The heads' dashboards query Prometheus and check Grafana's health server-side.
     assert mon["Grafana"] == {"name": "Grafana", "ports": [3000], "sources": ["10.0.0.1"], "admins": True}
     assert fw["mon"]["members"] == []
+
+
+def test_the_weights_port_opens_to_the_other_clusters_nodes_only():
+    # model_distribution_scope: fleet: a node of another cluster may serve a revision; the host's own cluster
+    # reaches every port already, so a fleet of one cluster has no opening for it.
+    model, problems = build(
+        ["h", "hb"],
+        ["w"],
+        {
+            "h": host("10.0.0.1"),
+            "w": host("10.0.0.2"),
+            "hb": host("10.0.1.1", ray_cluster_name="b"),
+        },
+    )
+    assert problems == []
+    fw = model["firewall"]
+    sharing = {h: [s for s in fw[h]["services"] if s["name"] == "weights sharing"] for h in ("h", "w", "hb")}
+    assert sharing["w"] == [{"name": "weights sharing", "ports": [29870], "sources": ["10.0.1.1"], "admins": False}]
+    assert sharing["hb"][0]["sources"] == ["10.0.0.1", "10.0.0.2"]
+    alone, problems = build(["h"], ["w"], {"h": host("10.0.0.1"), "w": host("10.0.0.2")})
+    assert problems == [] and not [s for s in alone["firewall"]["w"]["services"] if s["name"] == "weights sharing"]

@@ -14,6 +14,7 @@ RAY_NODE = {
     "ray_dashboard_agent_grpc": [52366],
     "ray_runtime_env_agent": [52367],
     "ray_workers": [10002, 10999],
+    "model_share": [29870],
 }
 
 

@@ -1,0 +1,37 @@
+# -*- coding: utf-8 -*-
+# Copyright: rayvllm.fleet contributors
+# Apache License 2.0 (see LICENSE)
+"""One round of sharing a revision of the weights between the nodes that stage it now (roles/model/tasks/share.yml):
+who takes part, who has it, who gets the controller's copy, and whom a node fetches from."""
+
+from ansible.errors import AnsibleFilterError
+
+
+def model_share_round(hosts, hostvars, node, fact="__model_share"):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.model_share import round_plan
+
+    shares = {}
+    for host in hosts:
+        found = hostvars[host].get(fact) if host in hostvars else None
+        if found:
+            shares[host] = dict(found)
+    try:
+        return round_plan(list(hosts), shares, node)
+    except ValueError as exc:
+        raise AnsibleFilterError("model_share_round: %s" % exc)
+
+
+def model_share_needed(hosts, hostvars, fact="__model_complete"):
+    """Whether any of ``hosts`` found its revision incomplete (revision.yml's stat of the marker, registered as
+    ``fact``): only then does a round of sharing run (a re-run that changes nothing skips it)."""
+    for host in hosts:
+        found = hostvars[host].get(fact) if host in hostvars else None
+        stat = found.get("stat") if isinstance(found, dict) or hasattr(found, "get") else None
+        if stat is not None and not stat.get("exists", True):
+            return True
+    return False
+
+
+class FilterModule:
+    def filters(self):
+        return {"model_share_round": model_share_round, "model_share_needed": model_share_needed}

@@ -1,0 +1,231 @@
+"""Weights spread between peers (plugins/module_utils/model_share.py): the chain plan, and real HTTP transfers
+between threads of this process on the loopback, each node on a port of its own."""
+
+import json
+import os
+import socket
+import threading
+
+import pytest
+
+from ansible_collections.rayvllm.fleet.plugins.module_utils import model_share
+from ansible_collections.rayvllm.fleet.plugins.module_utils.model_share import (
+    Fetcher,
+    RateLimit,
+    ShareError,
+    Shelf,
+    build_manifest,
+    downstream,
+    plan,
+    serve,
+    wait_for_downstream,
+)
+
+TOKEN = "run-token"
+
+
+def test_one_seed_makes_one_chain_each_node_fetching_from_the_one_before_it():
+    sources = plan(["a", "b", "c", "d"], {"a"})
+    assert sources == {"b": ["a"], "c": ["b", "a"], "d": ["c", "b", "a"]}
+    assert downstream(sources, "a") == ["b", "c", "d"] and downstream(sources, "d") == []
+
+
+def test_several_complete_nodes_each_head_a_chain_and_back_each_other_up():
+    # A node joining a fleet that has the weights on two nodes: the needy ones dealt round-robin.
+    sources = plan(["a", "b", "new1", "new2", "new3"], {"a", "b"})
+    assert sources == {"new1": ["a", "b"], "new2": ["b", "a"], "new3": ["new1", "a", "b"]}
+
+
+def test_nothing_to_fetch_when_every_node_has_it_and_no_seed_is_refused():
+    assert plan(["a", "b"], {"a", "b"}) == {}
+    with pytest.raises(ValueError, match="the seed must receive it from the controller first"):
+        plan(["a", "b"], set())
+
+
+def test_the_rate_limit_holds_the_average_after_a_second_of_credit():
+    now, slept = [0.0], []
+
+    def sleep(seconds):
+        slept.append(seconds)
+        now[0] += seconds
+
+    limit = RateLimit(100, clock=lambda: now[0], sleep=sleep)
+    for _second in range(5):
+        limit.take(100)  # 5 seconds' worth at once
+    assert sum(slept) == pytest.approx(4.0)  # the first second's credit, then the average
+    unlimited = RateLimit(0, clock=lambda: now[0], sleep=sleep)
+    unlimited.take(10**9)
+    assert sum(slept) == pytest.approx(4.0)
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def revision(tmp_path, name, files):
+    final = tmp_path / name / "rev"
+    for rel, data in files.items():
+        (final / rel).parent.mkdir(parents=True, exist_ok=True)
+        (final / rel).write_bytes(data)
+    return final
+
+
+WEIGHTS = {"config.json": b'{"a": 1}\n', "model.safetensors": os.urandom(3 * 1024 * 1024 + 17), "sub/t.json": b"{}"}
+
+
+class Node:
+    """One node: its shelf served on a port of its own."""
+
+    def __init__(self, tmp_path, name, files=None, stall=5.0):
+        self.name = name
+        if files is not None:
+            final = revision(tmp_path, name, files)
+            self.shelf = Shelf(str(final), build_manifest(str(final)))
+        else:
+            (tmp_path / name).mkdir()
+            self.shelf = Shelf(str(tmp_path / name / "rev"))
+        self.port = free_port()
+        self.server = serve(self.shelf, "127.0.0.1", self.port, TOKEN, RateLimit(0), stall=stall)
+
+    def fetcher(self, sources, token=TOKEN, timeout=5.0):
+        return Fetcher(self.name, self.shelf, {n.name: ("127.0.0.1", n.port) for n in sources}, token, RateLimit(0),
+                       timeout=timeout)  # fmt: skip
+
+    def fetch(self, sources, **kwargs):
+        fetcher = self.fetcher(sources, **kwargs)
+        self.shelf.manifest = fetcher.manifest()
+        os.makedirs(self.shelf.partial, exist_ok=True)
+        fetcher.fetch_all()
+        fetcher.report_done([n.name for n in sources])
+        return fetcher
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def fetched(node):
+    base = node.shelf.partial
+    return {rel: open(os.path.join(base, rel), "rb").read() for rel in WEIGHTS}
+
+
+def test_a_chain_streams_each_byte_leaves_the_seed_once_and_every_node_ends_intact(tmp_path):
+    seed, b, c = Node(tmp_path, "a", WEIGHTS), Node(tmp_path, "b"), Node(tmp_path, "c")
+    try:
+        results = {}
+
+        def run(node, sources):
+            results[node.name] = node.fetch(sources)
+
+        threads = [threading.Thread(target=run, args=(c, [b, seed])), threading.Thread(target=run, args=(b, [seed]))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        assert fetched(b) == WEIGHTS and fetched(c) == WEIGHTS
+        size = sum(len(data) for data in WEIGHTS.values())
+        # The seed sent the weights once (to b); c got them from b, which served them as they arrived.
+        assert seed.shelf.sent == size and b.shelf.sent == size
+        assert results["b"].events == [] and results["c"].events == []
+        # The manifest travels with the weights: c's copy can seed the next run.
+        manifest = json.loads(open(os.path.join(c.shelf.partial, model_share.MANIFEST)).read())
+        assert manifest == seed.shelf.manifest
+        assert wait_for_downstream(seed.shelf, ["b", "c"], idle=5) == []
+    finally:
+        for node in (seed, b, c):
+            node.stop()
+
+
+def test_a_transfer_cut_short_resumes_where_it_stopped(tmp_path):
+    seed, b = Node(tmp_path, "a", WEIGHTS), Node(tmp_path, "b")
+    try:
+        os.makedirs(b.shelf.partial)
+        half = len(WEIGHTS["model.safetensors"]) // 2
+        with open(os.path.join(b.shelf.partial, "model.safetensors"), "wb") as handle:
+            handle.write(WEIGHTS["model.safetensors"][:half])
+        fetcher = b.fetch([seed])
+        assert fetched(b) == WEIGHTS
+        assert fetcher.received == sum(len(data) for data in WEIGHTS.values()) - half
+    finally:
+        seed.stop()
+        b.stop()
+
+
+def test_a_corrupted_copy_on_a_peer_is_fetched_again_from_another_naming_node_and_file(tmp_path):
+    seed = Node(tmp_path, "a", WEIGHTS)
+    damaged = dict(WEIGHTS, **{"model.safetensors": b"x" + WEIGHTS["model.safetensors"][1:]})
+    bad = Node(tmp_path, "b", damaged)
+    bad.shelf.manifest = seed.shelf.manifest  # b believes its copy is the revision
+    c = Node(tmp_path, "c")
+    try:
+        fetcher = c.fetch([bad, seed])
+        assert fetched(c) == WEIGHTS
+        assert fetcher.events == [
+            "c: model.safetensors from b does not match the revision's SHA-256: fetched again from another peer"
+        ]
+    finally:
+        for node in (seed, bad, c):
+            node.stop()
+
+
+def test_a_peer_that_never_gets_the_file_is_left_for_one_that_has_it(tmp_path):
+    # b has the manifest but never receives the file (its own upstream died): c waits `stall` seconds, then goes on
+    # from the seed, from where it was.
+    seed = Node(tmp_path, "a", WEIGHTS)
+    stuck = Node(tmp_path, "b", stall=0.5)
+    stuck.shelf.manifest = seed.shelf.manifest
+    c = Node(tmp_path, "c")
+    try:
+        fetcher = c.fetch([stuck, seed])
+        assert fetched(c) == WEIGHTS
+        assert fetcher.events and all("from b cut short" in event for event in fetcher.events)
+    finally:
+        for node in (seed, stuck, c):
+            node.stop()
+
+
+def test_a_request_without_the_runs_token_gets_nothing(tmp_path):
+    seed, b = Node(tmp_path, "a", WEIGHTS), Node(tmp_path, "b")
+    try:
+        with pytest.raises(ShareError, match=r"b could not read the revision's manifest from any peer \(a: HTTP 401"):
+            b.fetch([seed], token="wrong", timeout=0.5)
+        assert seed.shelf.sent == 0
+    finally:
+        seed.stop()
+        b.stop()
+
+
+def test_a_node_that_cannot_get_a_file_intact_says_which_and_from_whom(tmp_path):
+    seed = Node(tmp_path, "a", dict(WEIGHTS, **{"config.json": b'{"a": 2}\n'}))
+    seed.shelf.manifest = build_manifest(str(revision(tmp_path, "truth", WEIGHTS)))
+    b = Node(tmp_path, "b")
+    try:
+        with pytest.raises(
+            ShareError,
+            match=r"b could not get config.json \(9 bytes\) intact from any of its peers a: "
+            r"b: config.json from a does not match",
+        ):
+            b.fetch([seed])
+    finally:
+        seed.stop()
+        b.stop()
+
+
+def test_a_damaged_resumed_part_is_fetched_again_whole_from_the_same_peer(tmp_path):
+    # The only peer is right; the bytes left by an earlier transfer are not: the peer is not blamed.
+    seed, b = Node(tmp_path, "a", WEIGHTS), Node(tmp_path, "b")
+    try:
+        os.makedirs(b.shelf.partial)
+        with open(os.path.join(b.shelf.partial, "model.safetensors"), "wb") as handle:
+            handle.write(b"#" * 1000)
+        fetcher = b.fetch([seed])
+        assert fetched(b) == WEIGHTS
+        assert fetcher.events == [
+            "b: model.safetensors, resumed from an earlier transfer, does not match the revision's SHA-256: "
+            "fetched again whole"
+        ]
+    finally:
+        seed.stop()
+        b.stop()
