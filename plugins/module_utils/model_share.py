@@ -133,6 +133,7 @@ class Shelf:
         self.manifest = manifest
         self.done = set()
         self.sent = 0  # bytes served to peers
+        self.streams = 0  # transfers in progress
         self.lock = threading.Lock()
         self.last_request = time.monotonic()
         self.finished = threading.Event()
@@ -218,6 +219,8 @@ def _handler(shelf, token, limit, stall):
             self.send_header("Content-Length", str(size - start))
             self.end_headers()
             offset, waited, handle = start, 0.0, None
+            with shelf.lock:
+                shelf.streams += 1
             try:
                 while offset < size:
                     if handle is None:
@@ -247,6 +250,9 @@ def _handler(shelf, token, limit, stall):
                 if handle is not None:
                     handle.close()
                 self.close_connection = True
+                with shelf.lock:
+                    shelf.streams -= 1
+                    shelf.last_request = time.monotonic()
 
     return Handler
 
@@ -409,13 +415,15 @@ class Fetcher:
 
 
 def wait_for_downstream(shelf, expected, idle, poll=0.5):
-    """Serve until every node in ``expected`` said it is done, or no request came for ``idle`` seconds."""
+    """Serve until every node in ``expected`` said it is done, or for ``idle`` seconds nothing was asked and nothing
+    was being sent (a long transfer in progress is not idleness). Returns the nodes that never said they are done."""
     while True:
         with shelf.lock:
             missing = set(expected) - shelf.done
+            quiet = not shelf.streams and time.monotonic() - shelf.last_request > idle
         if not missing:
             return []
-        if time.monotonic() - shelf.last_request > idle:
+        if quiet:
             return sorted(missing)
         time.sleep(poll)
 

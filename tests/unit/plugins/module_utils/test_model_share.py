@@ -229,3 +229,17 @@ def test_a_damaged_resumed_part_is_fetched_again_whole_from_the_same_peer(tmp_pa
     finally:
         seed.stop()
         b.stop()
+
+
+def test_a_node_serves_on_while_a_transfer_is_in_progress_and_stops_once_idle(tmp_path):
+    shelf = Shelf(str(tmp_path / "rev"))
+    shelf.last_request -= 10  # the last request started long ago...
+    shelf.streams = 1  # ...and its transfer is still going: not idle
+    waiter = threading.Thread(target=lambda: setattr(shelf, "quiet", wait_for_downstream(shelf, ["b"], 1, 0.05)))
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive()
+    with shelf.lock:
+        shelf.streams = 0
+    waiter.join(5)
+    assert not waiter.is_alive() and shelf.quiet == ["b"]
