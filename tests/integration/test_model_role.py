@@ -183,3 +183,25 @@ def test_a_damaged_part_on_a_node_is_found_and_fetched_again_naming_node_and_fil
     # (YAML wraps the message and doubles its quote.)
     assert "node-b: config.json, resumed from an earlier transfer, does not match the" in " ".join(out.split())
     assert staged(tmp_path, "node-b") == staged(tmp_path, "node-a")
+
+
+def test_the_hub_download_runs_on_one_node_and_the_others_fetch_from_peers(run_preflight, tmp_path):
+    # A stand-in for the hub download (the model_hf_python interpreter: argv -c SCRIPT REPO REVISION DEST): it writes
+    # the files where the download goes, and counts its runs in a file every local host shares.
+    playbook, group_vars = setup(tmp_path)
+    del group_vars["model_path"]
+    runs = tmp_path / "downloads"
+    fake = tmp_path / "hub-python"
+    fake.write_text(
+        f'#!/bin/sh\nmkdir -p "$5" && echo \'{{"model_type": "llama"}}\' >"$5/config.json" && head -c 300000 '
+        f'/dev/zero >"$5/model.safetensors" && echo "$(hostname) $5" >>{runs}\n'
+    )
+    fake.chmod(0o755)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    hub = {"model_source": "hf", "model_hf_repo": "org/tiny", "model_hf_revision": commit, "model_hf_python": str(fake)}
+    rc, out = run_preflight(peers(tmp_path, ["node-a", "node-b", "node-c"]), {**group_vars, **hub}, playbook=playbook)
+    assert rc == 0, out[-3000:]
+    [download] = runs.read_text().splitlines()  # once, for three nodes
+    assert download.endswith(f"node-a/srv/models/tiny.revisions/hf-{commit}.partial")
+    assert staged(tmp_path, "node-b") == staged(tmp_path, "node-a") == staged(tmp_path, "node-c")
+    assert len(staged(tmp_path, "node-c")["model.safetensors"]) == 300000
