@@ -9,7 +9,7 @@ DOCUMENTATION = r"""
 ---
 module: model_share
 short_description: Spread a staged revision of weights between peers, each node fetching from the one before it
-version_added: "0.9.0"
+version_added: "0.3.0"
 description:
   - Run on every node of O(peers) at once (an async task). Each serves over HTTP what it holds of the revision
     O(path) (the complete directory, or the C(<path>.partial) directory it is filling), and each node without the
