@@ -7,14 +7,18 @@ who takes part, who has it, who gets the controller's copy, and whom a node fetc
 from ansible.errors import AnsibleFilterError
 
 
-def model_share_round(hosts, hostvars, node, fact="__model_share"):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.model_share import round_plan
-
-    shares = {}
+def _recorded(hosts, hostvars, fact):
+    """(host, value of ``fact``) for each of ``hosts`` that has it."""
     for host in hosts:
         found = hostvars[host].get(fact) if host in hostvars else None
         if found:
-            shares[host] = dict(found)
+            yield host, found
+
+
+def model_share_round(hosts, hostvars, node, fact="__model_share"):
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.model_share import round_plan
+
+    shares = {host: dict(found) for host, found in _recorded(hosts, hostvars, fact)}
     try:
         return round_plan(list(hosts), shares, node)
     except ValueError as exc:
@@ -24,9 +28,8 @@ def model_share_round(hosts, hostvars, node, fact="__model_share"):
 def model_share_needed(hosts, hostvars, fact="__model_complete"):
     """Whether any of ``hosts`` found its revision incomplete (revision.yml's stat of the marker, registered as
     ``fact``): only then does a round of sharing run (a re-run that changes nothing skips it)."""
-    for host in hosts:
-        found = hostvars[host].get(fact) if host in hostvars else None
-        stat = found.get("stat") if isinstance(found, dict) or hasattr(found, "get") else None
+    for _host, found in _recorded(hosts, hostvars, fact):
+        stat = found.get("stat") if hasattr(found, "get") else None
         if stat is not None and not stat.get("exists", True):
             return True
     return False

@@ -59,6 +59,18 @@ def build_manifest(directory):
     return {"files": files, "bytes": sum(entry["size"] for entry in files)}
 
 
+def seed_manifest(directory):
+    """The manifest of a complete revision: the one kept in it, else built and kept there (one SHA-256 pass)."""
+    path = os.path.join(directory, MANIFEST)
+    if os.path.isfile(path):
+        with open(path) as handle:
+            return json.load(handle)
+    manifest = build_manifest(directory)
+    with open(path, "w") as handle:
+        json.dump(manifest, handle)
+    return manifest
+
+
 def file_sha256(path, limit=None):
     digest = hashlib.sha256()
     left = limit
@@ -333,7 +345,8 @@ class Fetcher:
         order = list(self.sources)
         bad = set()
         # Bytes of the file that were on disk before this run (a transfer cut short): a mismatch may be theirs,
-        # not the peer's, so the first mismatch after a resume fetches the whole file again from the same peer.
+        # not the peer's, so the first mismatch after a resume does not count against the peer: the file is fetched
+        # again whole, from the same peer on the next attempt when it is the only one.
         resumed = os.path.exists(target)
         for _attempt in range(self.attempts):
             for source in order:
@@ -359,8 +372,7 @@ class Fetcher:
                         "%s: %s, resumed from an earlier transfer, does not match the revision's SHA-256: fetched "
                         "again whole" % (self.node, entry["path"])
                     )
-                    if self._whole(source, entry, target):
-                        return
+                    continue
                 self.events.append(
                     "%s: %s from %s does not match the revision's SHA-256: fetched again from another peer"
                     % (self.node, entry["path"], source)
@@ -370,18 +382,6 @@ class Fetcher:
             "%s could not get %s (%d bytes) intact from any of its peers %s: %s"
             % (self.node, entry["path"], entry["size"], ", ".join(order), "; ".join(self.events[-3:]) or "no answer")
         )
-
-    def _whole(self, source, entry, target):
-        """The whole file from ``source`` again; whether it matches (a mismatch is left removed)."""
-        try:
-            self._copy(source, entry, target, 0)
-        except (OSError, HTTPException, ShareError) as error:
-            self.events.append("%s: %s from %s cut short (%s)" % (self.node, entry["path"], source, error))
-        if os.path.exists(target) and file_sha256(target).hexdigest() == entry["sha256"]:
-            return True
-        if os.path.exists(target):
-            os.remove(target)
-        return False
 
     def _copy(self, source, entry, target, have):
         headers = {"Range": "bytes=%d-" % have} if have else {}

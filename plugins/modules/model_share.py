@@ -138,7 +138,6 @@ events:
     - "node-c: model.safetensors from node-b does not match the revision's SHA-256: fetched again from another peer"
 """
 
-import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
@@ -197,14 +196,7 @@ def main():
 
     shelf = model_share.Shelf(final)
     if not sources:
-        manifest_path = os.path.join(final, model_share.MANIFEST)
-        if os.path.isfile(manifest_path):
-            with open(manifest_path) as handle:
-                shelf.manifest = json.load(handle)
-        else:
-            shelf.manifest = model_share.build_manifest(final)
-            with open(manifest_path, "w") as handle:
-                json.dump(shelf.manifest, handle)
+        shelf.manifest = model_share.seed_manifest(final)
     limit = model_share.RateLimit(params["bwlimit"])
     try:
         server = model_share.serve(shelf, addresses[node], params["port"], params["token"], limit, params["stall"])

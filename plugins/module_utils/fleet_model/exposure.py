@@ -39,8 +39,7 @@ def build_exposure(fleet):
             "other_prometheus": [a for a in prometheus if a != own],
             # The Ray nodes of the other clusters (the host's own cluster reaches every port).
             "nodes": sorted(
-                {fleet.nodes[h]["ip"] for h in fleet.nodes if fleet.nodes[h]["ip"]}
-                - {fleet.nodes[h]["ip"] for h in fleet.nodes if node and fleet.nodes[h]["cluster"] == node["cluster"]}
+                {n["ip"] for n in fleet.nodes.values() if n["ip"] and not (node and n["cluster"] == node["cluster"])}
                 - {own}
             ),
             "router_clients": sorted(set(_cidrs(fleet, bad, host, "router_allowed_cidrs")))

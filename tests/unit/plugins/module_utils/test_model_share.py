@@ -106,129 +106,115 @@ class Node:
         self.server.server_close()
 
 
+@pytest.fixture
+def node(tmp_path):
+    """Starts nodes (``node(name, files=None, stall=5.0)``) and stops every one at the test's end."""
+    started = []
+
+    def start(name, files=None, stall=5.0):
+        started.append(Node(tmp_path, name, files, stall))
+        return started[-1]
+
+    yield start
+    for each in started:
+        each.stop()
+
+
 def fetched(node):
     base = node.shelf.partial
     return {rel: open(os.path.join(base, rel), "rb").read() for rel in WEIGHTS}
 
 
-def test_a_chain_streams_each_byte_leaves_the_seed_once_and_every_node_ends_intact(tmp_path):
-    seed, b, c = Node(tmp_path, "a", WEIGHTS), Node(tmp_path, "b"), Node(tmp_path, "c")
-    try:
-        results = {}
+def test_a_chain_streams_each_byte_leaves_the_seed_once_and_every_node_ends_intact(node):
+    seed, b, c = node("a", WEIGHTS), node("b"), node("c")
+    results = {}
 
-        def run(node, sources):
-            results[node.name] = node.fetch(sources)
+    def run(member, sources):
+        results[member.name] = member.fetch(sources)
 
-        threads = [threading.Thread(target=run, args=(c, [b, seed])), threading.Thread(target=run, args=(b, [seed]))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(30)
-        assert fetched(b) == WEIGHTS and fetched(c) == WEIGHTS
-        size = sum(len(data) for data in WEIGHTS.values())
-        # The seed sent the weights once (to b); c got them from b, which served them as they arrived.
-        assert seed.shelf.sent == size and b.shelf.sent == size
-        assert results["b"].events == [] and results["c"].events == []
-        # The manifest travels with the weights: c's copy can seed the next run.
-        manifest = json.loads(open(os.path.join(c.shelf.partial, model_share.MANIFEST)).read())
-        assert manifest == seed.shelf.manifest
-        assert wait_for_downstream(seed.shelf, ["b", "c"], idle=5) == []
-    finally:
-        for node in (seed, b, c):
-            node.stop()
+    threads = [threading.Thread(target=run, args=(c, [b, seed])), threading.Thread(target=run, args=(b, [seed]))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert fetched(b) == WEIGHTS and fetched(c) == WEIGHTS
+    size = sum(len(data) for data in WEIGHTS.values())
+    # The seed sent the weights once (to b); c got them from b, which served them as they arrived.
+    assert seed.shelf.sent == size and b.shelf.sent == size
+    assert results["b"].events == [] and results["c"].events == []
+    # The manifest travels with the weights: c's copy can seed the next run.
+    manifest = json.loads(open(os.path.join(c.shelf.partial, model_share.MANIFEST)).read())
+    assert manifest == seed.shelf.manifest
+    assert wait_for_downstream(seed.shelf, ["b", "c"], idle=5) == []
 
 
-def test_a_transfer_cut_short_resumes_where_it_stopped(tmp_path):
-    seed, b = Node(tmp_path, "a", WEIGHTS), Node(tmp_path, "b")
-    try:
-        os.makedirs(b.shelf.partial)
-        half = len(WEIGHTS["model.safetensors"]) // 2
-        with open(os.path.join(b.shelf.partial, "model.safetensors"), "wb") as handle:
-            handle.write(WEIGHTS["model.safetensors"][:half])
-        fetcher = b.fetch([seed])
-        assert fetched(b) == WEIGHTS
-        assert fetcher.received == sum(len(data) for data in WEIGHTS.values()) - half
-    finally:
-        seed.stop()
-        b.stop()
+def test_a_transfer_cut_short_resumes_where_it_stopped(node):
+    seed, b = node("a", WEIGHTS), node("b")
+    os.makedirs(b.shelf.partial)
+    half = len(WEIGHTS["model.safetensors"]) // 2
+    with open(os.path.join(b.shelf.partial, "model.safetensors"), "wb") as handle:
+        handle.write(WEIGHTS["model.safetensors"][:half])
+    fetcher = b.fetch([seed])
+    assert fetched(b) == WEIGHTS
+    assert fetcher.received == sum(len(data) for data in WEIGHTS.values()) - half
 
 
-def test_a_corrupted_copy_on_a_peer_is_fetched_again_from_another_naming_node_and_file(tmp_path):
-    seed = Node(tmp_path, "a", WEIGHTS)
+def test_a_corrupted_copy_on_a_peer_is_fetched_again_from_another_naming_node_and_file(node):
+    seed = node("a", WEIGHTS)
     damaged = dict(WEIGHTS, **{"model.safetensors": b"x" + WEIGHTS["model.safetensors"][1:]})
-    bad = Node(tmp_path, "b", damaged)
+    bad = node("b", damaged)
     bad.shelf.manifest = seed.shelf.manifest  # b believes its copy is the revision
-    c = Node(tmp_path, "c")
-    try:
-        fetcher = c.fetch([bad, seed])
-        assert fetched(c) == WEIGHTS
-        assert fetcher.events == [
-            "c: model.safetensors from b does not match the revision's SHA-256: fetched again from another peer"
-        ]
-    finally:
-        for node in (seed, bad, c):
-            node.stop()
+    c = node("c")
+    fetcher = c.fetch([bad, seed])
+    assert fetched(c) == WEIGHTS
+    assert fetcher.events == [
+        "c: model.safetensors from b does not match the revision's SHA-256: fetched again from another peer"
+    ]
 
 
-def test_a_peer_that_never_gets_the_file_is_left_for_one_that_has_it(tmp_path):
+def test_a_peer_that_never_gets_the_file_is_left_for_one_that_has_it(node):
     # b has the manifest but never receives the file (its own upstream died): c waits `stall` seconds, then goes on
     # from the seed, from where it was.
-    seed = Node(tmp_path, "a", WEIGHTS)
-    stuck = Node(tmp_path, "b", stall=0.5)
+    seed = node("a", WEIGHTS)
+    stuck = node("b", stall=0.5)
     stuck.shelf.manifest = seed.shelf.manifest
-    c = Node(tmp_path, "c")
-    try:
-        fetcher = c.fetch([stuck, seed])
-        assert fetched(c) == WEIGHTS
-        assert fetcher.events and all("from b cut short" in event for event in fetcher.events)
-    finally:
-        for node in (seed, stuck, c):
-            node.stop()
+    c = node("c")
+    fetcher = c.fetch([stuck, seed])
+    assert fetched(c) == WEIGHTS
+    assert fetcher.events and all("from b cut short" in event for event in fetcher.events)
 
 
-def test_a_request_without_the_runs_token_gets_nothing(tmp_path):
-    seed, b = Node(tmp_path, "a", WEIGHTS), Node(tmp_path, "b")
-    try:
-        with pytest.raises(ShareError, match=r"b could not read the revision's manifest from any peer \(a: HTTP 401"):
-            b.fetch([seed], token="wrong", timeout=0.5)
-        assert seed.shelf.sent == 0
-    finally:
-        seed.stop()
-        b.stop()
+def test_a_request_without_the_runs_token_gets_nothing(node):
+    seed, b = node("a", WEIGHTS), node("b")
+    with pytest.raises(ShareError, match=r"b could not read the revision's manifest from any peer \(a: HTTP 401"):
+        b.fetch([seed], token="wrong", timeout=0.5)
+    assert seed.shelf.sent == 0
 
 
-def test_a_node_that_cannot_get_a_file_intact_says_which_and_from_whom(tmp_path):
-    seed = Node(tmp_path, "a", dict(WEIGHTS, **{"config.json": b'{"a": 2}\n'}))
+def test_a_node_that_cannot_get_a_file_intact_says_which_and_from_whom(tmp_path, node):
+    seed = node("a", dict(WEIGHTS, **{"config.json": b'{"a": 2}\n'}))
     seed.shelf.manifest = build_manifest(str(revision(tmp_path, "truth", WEIGHTS)))
-    b = Node(tmp_path, "b")
-    try:
-        with pytest.raises(
-            ShareError,
-            match=r"b could not get config.json \(9 bytes\) intact from any of its peers a: "
-            r"b: config.json from a does not match",
-        ):
-            b.fetch([seed])
-    finally:
-        seed.stop()
-        b.stop()
+    b = node("b")
+    with pytest.raises(
+        ShareError,
+        match=r"b could not get config.json \(9 bytes\) intact from any of its peers a: "
+        r"b: config.json from a does not match",
+    ):
+        b.fetch([seed])
 
 
-def test_a_damaged_resumed_part_is_fetched_again_whole_from_the_same_peer(tmp_path):
+def test_a_damaged_resumed_part_is_fetched_again_whole_from_the_same_peer(node):
     # The only peer is right; the bytes left by an earlier transfer are not: the peer is not blamed.
-    seed, b = Node(tmp_path, "a", WEIGHTS), Node(tmp_path, "b")
-    try:
-        os.makedirs(b.shelf.partial)
-        with open(os.path.join(b.shelf.partial, "model.safetensors"), "wb") as handle:
-            handle.write(b"#" * 1000)
-        fetcher = b.fetch([seed])
-        assert fetched(b) == WEIGHTS
-        assert fetcher.events == [
-            "b: model.safetensors, resumed from an earlier transfer, does not match the revision's SHA-256: "
-            "fetched again whole"
-        ]
-    finally:
-        seed.stop()
-        b.stop()
+    seed, b = node("a", WEIGHTS), node("b")
+    os.makedirs(b.shelf.partial)
+    with open(os.path.join(b.shelf.partial, "model.safetensors"), "wb") as handle:
+        handle.write(b"#" * 1000)
+    fetcher = b.fetch([seed])
+    assert fetched(b) == WEIGHTS
+    assert fetcher.events == [
+        "b: model.safetensors, resumed from an earlier transfer, does not match the revision's SHA-256: "
+        "fetched again whole"
+    ]
 
 
 def test_a_node_serves_on_while_a_transfer_is_in_progress_and_stops_once_idle(tmp_path):
