@@ -23,25 +23,9 @@ image=rayvllm-dist:${base##*:}
 net=rayvllm-dist
 prefix=dist-
 work=$(mktemp -d)
-remove_hosts() {
-  docker ps -aq --filter "name=^${prefix}" | xargs -r docker rm -f >/dev/null 2>&1 || true
-}
-cleanup() {
-  remove_hosts
-  docker network rm "$net" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-if ! docker image inspect "$image" >/dev/null 2>&1; then
-  echo "building $image (the host image with sshd)" >&2
-  docker rm -f dist-build >/dev/null 2>&1 || true
-  docker run -d --name dist-build "$base" sleep infinity >/dev/null
-  docker exec dist-build bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    --no-install-recommends openssh-server >/dev/null && rm -rf /var/cache/apt/archives/*.deb && mkdir -p /run/sshd'
-  docker commit -c 'CMD ["/usr/sbin/sshd", "-D", "-e"]' dist-build "$image" >/dev/null
-  docker rm -f dist-build >/dev/null
-fi
+# shellcheck source=benchmarks/containers.sh
+. benchmarks/containers.sh
+derived_image "$image" '["/usr/sbin/sshd", "-D", "-e"]' openssh-server 'mkdir -p /run/sshd'
 docker network inspect "$net" >/dev/null 2>&1 || docker network create --subnet 10.79.0.0/24 "$net" >/dev/null
 bridge=br-$(docker network inspect -f '{{.Id}}' "$net" | cut -c1-12)
 ssh-keygen -q -t ed25519 -N '' -f "$work/key"

@@ -28,25 +28,9 @@ image=rayvllm-scale:${base##*:}-$(echo "$packages" | sha256sum | cut -c1-8)
 net=rayvllm-scale
 prefix=scale-
 work=$(mktemp -d)
-remove_hosts() {
-  docker ps -aq --filter "name=^${prefix}" | xargs -r docker rm -f >/dev/null 2>&1 || true
-}
-cleanup() {
-  remove_hosts
-  docker network rm "$net" >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-if ! docker image inspect "$image" >/dev/null 2>&1; then
-  echo "building $image (the host image with $packages)" >&2
-  docker rm -f scale-build >/dev/null 2>&1 || true
-  docker run -d --name scale-build "$base" sleep infinity >/dev/null
-  docker exec scale-build bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-    --no-install-recommends '"$packages"' >/dev/null && rm -rf /var/cache/apt/archives/*.deb'
-  docker commit -c 'CMD ["/lib/systemd/systemd"]' scale-build "$image" >/dev/null
-  docker rm -f scale-build >/dev/null
-fi
+# shellcheck source=benchmarks/containers.sh
+. benchmarks/containers.sh
+derived_image "$image" '["/lib/systemd/systemd"]' "$packages"
 docker network inspect "$net" >/dev/null 2>&1 || docker network create --subnet 10.78.0.0/24 "$net" >/dev/null
 
 start_hosts() {
