@@ -15,7 +15,7 @@ def _recorded(hosts, hostvars, fact):
             yield host, found
 
 
-def model_share_round(hosts, hostvars, node, fact="__model_share"):
+def model_share_round(hosts, hostvars, node, fact="__peer_share"):
     from ansible_collections.rayvllm.fleet.plugins.module_utils.model_share import round_plan
 
     shares = {host: dict(found) for host, found in _recorded(hosts, hostvars, fact)}

@@ -215,7 +215,8 @@ def main():
     venv = os.path.normpath(p["path"])
     if p["prune_keep"] is not None and p["prune_keep"] < 0:
         module.fail_json(msg="prune_keep must be 0 or more, got %d" % p["prune_keep"])
-    if p["find_links"] and not os.path.isdir(p["find_links"]):
+    # In check mode a wheelhouse the same run would bring (python_venv_wheelhouse_source) is not there yet.
+    if p["find_links"] and not os.path.isdir(p["find_links"]) and not module.check_mode:
         module.fail_json(
             msg='%s=%s does not exist on this host. Copy or mount the wheels there, or set %s: "" to install from '
             "an index." % (p["source_variable"], p["find_links"], p["source_variable"])

@@ -111,7 +111,15 @@ def test_ray_workers_run_on_two_hosts_from_the_vllm_venv():
             # Their inductor cache lives in Ray's temp directory, not the Ray unit's private /tmp (lost on
             # every Ray restart), and holds what the completions so far compiled.
             assert f"TORCHINDUCTOR_CACHE_DIR={COMPILE_CACHE}" in environ, (name, pid)
+            # The engine loads the staged weights and never calls the hub.
+            assert "HF_HUB_OFFLINE=1" in environ, (name, pid)
         assert node(name).run(f"find {COMPILE_CACHE} -type f -print -quit").stdout.strip(), name
+
+
+def test_the_vllm_server_never_calls_the_hub():
+    pid = node("ray-head").check_output("systemctl show -p MainPID --value vllm")
+    environ = node("ray-head").check_output(f"tr '\\0' '\\n' < /proc/{pid}/environ").splitlines()
+    assert "HF_HUB_OFFLINE=1" in environ
 
 
 def test_each_rank_runs_one_gloo_loop_thread():

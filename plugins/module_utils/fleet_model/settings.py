@@ -45,7 +45,15 @@ SHARED_SETTINGS = {
         "vllm_config_dir",
     ),
     "preflight": ("preflight_gpu_check",),
-    "model": ("model_distribution_port",),
+    # How weights and wheelhouses spread between the nodes (roles/peer_share): the model role's settings, read by the
+    # python_venv role of every node too.
+    "model": (
+        "model_distribution",
+        "model_distribution_scope",
+        "model_distribution_port",
+        "model_distribution_bwlimit",
+        "model_distribution_timeout",
+    ),
     "prometheus": ("prometheus_web_listen_address", "prometheus_scrape_interval", "prometheus_ray_head_metrics_ports"),
     "grafana": ("grafana_http_addr", "grafana_http_port"),
     "alertmanager": ("alertmanager_install_source", "alertmanager_web_listen_address", "alertmanager_cluster_port"),
@@ -62,7 +70,7 @@ SHARED_SETTINGS = {
 }
 # Roles whose settings describe a Ray node (published as each node's settings); the others describe the monitoring
 # hosts and routers.
-NODE_ROLES = ("ray", "vllm", "preflight")
+NODE_ROLES = ("ray", "vllm", "preflight", "model")
 
 # Settings every node of one cluster must share: Ray refuses mixed versions, and the head, the workers and the vLLM
 # server find each other on these ports.
@@ -136,8 +144,8 @@ def resolve(hosts, defaults, names):
 
 
 def node_settings(settings):
-    """The settings a Ray node publishes (fleet_node.settings): its Ray, vLLM and preflight settings, the pinned
-    versions and model_path (preflight looks at what it is on the host)."""
+    """The settings a Ray node publishes (fleet_node.settings): its Ray, vLLM, preflight and distribution settings,
+    the pinned versions and model_path (preflight looks at what it is on the host)."""
     published = {key: settings.get(key) for key in NODE_KEYS}
     published.update((key, settings.get(key)) for key in PINNED_VERSIONS + ("model_path",))
     return published

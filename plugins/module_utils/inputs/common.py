@@ -3,6 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """What the roles' input checks share."""
 
+import os
 import re
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import absolute_path
@@ -98,3 +99,28 @@ def owned_flags_problem(variable, host, found, role):
         % (variable, host, ", ".join(pair[0] for pair in found), role, variable,
            ", ".join(dict.fromkeys(pair[1] for pair in found)))
     )  # fmt: skip
+
+
+def wheelhouse_source(values, role, host):
+    """<role>_wheelhouse_source: a directory of wheels on the controller that the collection brings to the hosts (the
+    python_venv role), instead of <role>_wheelhouse_dir, a directory already on every host: one of the two."""
+    source, on_host = values.get(role + "_wheelhouse_source"), values.get(role + "_wheelhouse_dir")
+    if source in ("", None):
+        return []
+    if on_host not in ("", None):
+        return [
+            "%s_wheelhouse_source=%s and %s_wheelhouse_dir=%s are both set on %s: the first is a directory on the "
+            "controller that the collection brings to the hosts, the second one already on every host. Set one "
+            "of them." % (role, text(source), role, text(on_host), host)
+        ]
+    path = os.path.expanduser(text(source))
+    wheels = [name for name in os.listdir(path) if name.endswith(".whl")] if os.path.isdir(path) else []
+    if not wheels:
+        return [
+            "%s_wheelhouse_source=%s on %s is %s on the controller: give a directory of wheels there (pip download "
+            "--dest DIR, or pip wheel --wheel-dir DIR, with the uv wheel of python_venv_uv_version beside them), "
+            "or remove the setting to install from the index." % (role, text(source), host,
+                                                                "not a directory" if not os.path.isdir(path)
+                                                                else "a directory without a wheel (*.whl)")
+        ]  # fmt: skip
+    return []

@@ -18,6 +18,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     owned_flags_problem,
     text,
     unsafe,
+    wheelhouse_source,
 )
 
 UNIT_VALUES = (
@@ -74,6 +75,7 @@ def problems(values, host, model, context):
     (the inventory's ray_auth_token of this host and of its cluster's head, None where unset)."""
     v, found = values, []
     found.extend(not_absolute(v, ("ray_install_root", "ray_data_dir", "ray_temp_dir", "ray_config_dir"), host))
+    found.extend(wheelhouse_source(v, "ray", host))
     version = v.get("ray_version")
     if version is None or not VERSION_RE.match(text(version)):
         found.append(

@@ -12,6 +12,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     not_absolute,
     text,
     unsafe,
+    wheelhouse_source,
 )
 
 POLICIES = (
@@ -75,6 +76,7 @@ def problems(values, host, model, context):
             optional=("router_textfile_dir",),
         )
     )
+    found.extend(wheelhouse_source(v, "router", host))
     if not (
         re.match(r"^[0-9][0-9A-Za-z.+-]*$", text(v.get("router_version")))
         and v.get("router_policy") in POLICIES

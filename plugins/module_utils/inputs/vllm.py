@@ -7,6 +7,7 @@ import json
 import os
 import re
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import count, kind, owned_flags, port, shown, truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
     cluster,
     digits,
@@ -18,8 +19,8 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     owned_flags_problem,
     text,
     unsafe,
+    wheelhouse_source,
 )
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import count, kind, owned_flags, port, shown, truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import PlanError, plan
 
 UNIT_VALUES = (
@@ -75,6 +76,7 @@ def problems(values, host, model, context):
             )
 
     found.extend(not_absolute(v, ("vllm_install_root", "vllm_config_dir", "vllm_data_dir"), host))
+    found.extend(wheelhouse_source(v, "vllm", host))
     # Each unusable setting on its own, naming it, its value and the fix (a single message used to list every
     # requirement, the settings that were fine included).
     path, served = v.get("vllm_model_path"), v.get("vllm_served_model_name")
