@@ -292,6 +292,8 @@ class Fetcher:
         self.attempts = attempts
         self.events = []
         self.received = 0
+        # Peers that refused a connection after the manifest was read: gone (killed, rebooted), not asked again.
+        self.gone = set()
 
     def _request(self, source, method, path, headers=None):
         address, port = self.sources[source]
@@ -350,7 +352,7 @@ class Fetcher:
         resumed = os.path.exists(target)
         for _attempt in range(self.attempts):
             for source in order:
-                if source in bad:
+                if source in bad or source in self.gone:
                     continue
                 if os.path.exists(target) and os.path.getsize(target) > entry["size"]:
                     os.remove(target)
@@ -358,6 +360,13 @@ class Fetcher:
                 if have < entry["size"]:
                     try:
                         self._copy(source, entry, target, have)
+                    except ConnectionRefusedError:
+                        self.gone.add(source)
+                        self.events.append(
+                            "%s: %s went away (connection refused while fetching %s): not asked again"
+                            % (self.node, source, entry["path"])
+                        )
+                        continue
                     except (OSError, HTTPException, ShareError) as error:
                         self.events.append("%s: %s from %s cut short (%s)" % (self.node, entry["path"], source, error))
                         continue

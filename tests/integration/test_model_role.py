@@ -3,8 +3,12 @@ model_path switched by link, idempotence, weights from before revisions moved, a
 free-space check, an unpinned hub revision refused."""
 
 import os
+import re
+import signal
 import subprocess
 import sys
+import threading
+import time
 
 from conftest import ROOT, local_hosts
 
@@ -205,3 +209,45 @@ def test_the_hub_download_runs_on_one_node_and_the_others_fetch_from_peers(run_p
     assert download.endswith(f"node-a/srv/models/tiny.revisions/hf-{commit}.partial")
     assert staged(tmp_path, "node-b") == staged(tmp_path, "node-a") == staged(tmp_path, "node-c")
     assert len(staged(tmp_path, "node-c")["model.safetensors"]) == 300000
+
+
+def test_a_peer_that_dies_mid_transfer_is_named_and_the_nodes_behind_it_finish_from_the_others(run_preflight, tmp_path):
+    """node-c fetches from node-b, then node-a; node-b's sharing process is killed while the weights stream through it
+    (capped at 8 Mbit/s, so the 4 MB of weights take seconds): node-c finishes from node-a, node-b's failure is named,
+    and node-b's next run resumes."""
+    playbook, group_vars = setup(tmp_path, model_distribution_bwlimit=8)
+    del group_vars["model_path"]
+    (tmp_path / "controller-copy/model-00002.safetensors").write_bytes(os.urandom(4 << 20))
+    three = ["node-a", "node-b", "node-c"]
+    killed = []
+
+    def kill_node_b_while_it_serves():
+        # node-b's module listens on its own address (127.0.0.2) once it fetches and serves.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            listening = subprocess.run(
+                ["ss", "-Hltnp", "src", "127.0.0.2", "sport", "=", ":29870"], capture_output=True, text=True
+            ).stdout
+            pids = re.findall(r"pid=(\d+)", listening)
+            if pids:
+                time.sleep(1.5)  # a part of the weights has passed through it
+                os.kill(int(pids[0]), signal.SIGKILL)
+                killed.append(int(pids[0]))
+                return
+            time.sleep(0.1)
+
+    killer = threading.Thread(target=kill_node_b_while_it_serves)
+    killer.start()
+    rc, out = run_preflight(peers(tmp_path, three), group_vars, playbook=playbook)
+    killer.join()
+    assert killed, "node-b never served"
+    assert "node-b did not get the weights: its sharing process ended without a result" in " ".join(out.split())
+    assert "node-c: node-b went away (connection refused while fetching" in out
+    assert rc != 0, out[-3000:]
+    recap = out.split("PLAY RECAP")[1]
+    assert re.search(r"node-b\s+:.*failed=1", recap) and re.search(r"node-c\s+:.*failed=0", recap), recap
+    assert staged(tmp_path, "node-c") == staged(tmp_path, "node-a")
+    # The next run: node-b resumes from what it has and ends with the same weights; nothing else moves.
+    rc, out = run_preflight(peers(tmp_path, three), group_vars, playbook=playbook)
+    assert rc == 0, out[-3000:]
+    assert staged(tmp_path, "node-b") == staged(tmp_path, "node-a")

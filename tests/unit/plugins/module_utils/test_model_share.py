@@ -184,6 +184,20 @@ def test_a_peer_that_never_gets_the_file_is_left_for_one_that_has_it(node):
     assert fetcher.events and all("from b cut short" in event for event in fetcher.events)
 
 
+def test_a_peer_that_went_away_is_named_once_and_not_asked_again(node):
+    # b served the manifest, then died: its port refuses. c takes every file from the seed and says so once.
+    seed, b, c = node("a", WEIGHTS), node("b"), node("c")
+    b.shelf.manifest = seed.shelf.manifest
+    fetcher = c.fetcher([b, seed])
+    c.shelf.manifest = fetcher.manifest()
+    b.stop()
+    os.makedirs(c.shelf.partial)
+    fetcher.fetch_all()
+    assert fetched(c) == WEIGHTS
+    assert fetcher.events == ["c: b went away (connection refused while fetching config.json): not asked again"]
+    assert seed.shelf.sent == sum(len(data) for data in WEIGHTS.values())
+
+
 def test_a_request_without_the_runs_token_gets_nothing(node):
     seed, b = node("a", WEIGHTS), node("b")
     with pytest.raises(ShareError, match=r"b could not read the revision's manifest from any peer \(a: HTTP 401"):
