@@ -301,8 +301,10 @@ def tenant_rules(tenant_map_path, keys_map_path, cluster_keys_pass=True):
 
 
 # One line per request, the audit log: time, tenant ("-": a cluster key), model, status, milliseconds, bytes in and
-# out; never the prompt or a key.
+# out, the answer's tokens (prompt and completion, from the usage vLLM reports; the door's Lua sets them); never the
+# prompt or a key.
 LOG_FORMAT = (
     'log-format \'{"time":"%tr","tenant":"%[var(txn.tenant)]","model":"%[var(txn.model),json(utf8s)]",'
-    '"status":%ST,"ms":%Ta,"bytes_in":%U,"bytes_out":%B}\''
+    '"status":%ST,"ms":%Ta,"bytes_in":%U,"bytes_out":%B,'
+    '"prompt_tokens":%[var(txn.prompt_tokens)],"completion_tokens":%[var(txn.completion_tokens)]}\''
 )

@@ -148,6 +148,15 @@ def complete(door, tenant, model="tiny-chat", prompt="Hi"):
     return call(door, "/v1/completions", key(tenant), {"model": model, "prompt": prompt, "max_tokens": 1})
 
 
+def stream(door, tenant, model="tiny-llama"):
+    """A streamed completion through the door: the answer's bytes."""
+    request = urllib.request.Request(door["url"] + "/v1/completions",
+                                     data=json.dumps({"model": model, "stream": True}).encode(),
+                                     headers={"Authorization": "Bearer " + key(tenant)})  # fmt: skip
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return answer.read()
+
+
 def test_no_key_a_wrong_key_and_a_clusters_key_get_the_doors_401(door):
     for sent in (None, "not-a-key-of-anyone", CLUSTER_KEYS["tiny-chat"]):
         status, _headers, answer = call(door, "/v1/completions", sent, {"model": "tiny-chat", "prompt": "Hi"})
@@ -198,13 +207,21 @@ def test_a_tenant_over_its_requests_in_flight_gets_429(door):
 
 def test_the_audit_log_has_a_line_per_request_and_never_a_key_or_a_prompt(door):
     complete(door, "team-a", "tiny-llama", "a secret prompt")
+    stream(door, "team-c")
     time.sleep(0.5)
     text = door["log"].read_text()
     lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
     assert {"tenant": "team-a", "model": "tiny-llama", "status": 200} in [
         {k: line[k] for k in ("tenant", "model", "status")} for line in lines
     ]
-    assert all(set(line) == {"time", "tenant", "model", "status", "ms", "bytes_in", "bytes_out"} for line in lines)
+    fields = {"time", "tenant", "model", "status", "ms", "bytes_in", "bytes_out", "prompt_tokens", "completion_tokens"}
+    assert all(set(line) == fields for line in lines)
+    # The tokens the answer reported (vLLM's usage); none on a refusal the door answered itself.
+    mine = [line for line in lines if line["tenant"] == "team-a" and line["status"] == 200]
+    assert (mine[-1]["prompt_tokens"], mine[-1]["completion_tokens"]) == (5, 10), mine[-1]
+    assert all(line["prompt_tokens"] == line["completion_tokens"] == 0 for line in lines if line["status"] == 401)
+    streamed = [line for line in lines if line["tenant"] == "team-c" and line["status"] == 200]
+    assert (streamed[-1]["prompt_tokens"], streamed[-1]["completion_tokens"]) == (0, STREAM_EVENTS), streamed[-1]
     for secret in [t["key"] for t in TENANTS] + list(CLUSTER_KEYS.values()) + ["a secret prompt"]:
         assert secret not in text
 
@@ -245,11 +262,7 @@ def test_the_metrics_count_requests_tokens_and_refusals_per_tenant_and_model(doo
     complete(door, "team-b", "tiny-llama")  # 403
     refused = [complete(door, "team-b")[0] for _request in range(4)].count(429)  # 3 a minute: 1 to 4 of them
     assert call(door, "/v1/completions", None, {"model": "tiny-chat", "prompt": "Hi"})[0] == 401
-    request = urllib.request.Request(door["url"] + "/v1/completions",
-                                     data=json.dumps({"model": "tiny-llama", "stream": True}).encode(),
-                                     headers={"Authorization": "Bearer " + key("team-a")})  # fmt: skip
-    with urllib.request.urlopen(request, timeout=60) as answer:
-        assert answer.read().count(b"data: {") == STREAM_EVENTS
+    assert stream(door, "team-a").count(b"data: {") == STREAM_EVENTS
     after = metrics(door)
 
     def grew(name, **labels):

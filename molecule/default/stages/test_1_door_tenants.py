@@ -95,12 +95,16 @@ def test_tenants_get_their_keys_models_and_limits_and_a_revoked_key_is_refused()
         found, spent = wait_for(scraped, timeout=90, interval=5)
         assert found[("team-b", "429")] >= 2 and spent["team-a"] > 0, (found, spent)
 
-        # The audit log: a line per request, tenant and model, never a key or a prompt.
-        journal = door.check_output("journalctl -u haproxy --no-pager -n 200 -o cat")
+        # The audit log: a line per request, tenant and model, the tokens of vLLM's answers, never a key or a prompt.
+        journal = door.check_output("journalctl -u haproxy --no-pager -n 1000 -o cat")
         lines = [json.loads(line) for line in journal.splitlines() if line.startswith('{"time"')]
         assert {"tenant": "team-b", "model": "tiny-llama", "status": 403} in [
             {k: line[k] for k in ("tenant", "model", "status")} for line in lines
         ]
+        answered = [line for line in lines if line["tenant"] == "team-a" and line["status"] == 200]
+        assert answered and all(line["prompt_tokens"] > 0 and line["completion_tokens"] > 0 for line in answered), (
+            answered[-3:]
+        )
         assert key_a not in journal and KEY_B not in journal and vllm_api_key() not in journal
 
         # A second run changes nothing.

@@ -79,6 +79,9 @@ end
 -- http-request lua.door_begin: the request's start.
 core.register_action("door_begin", { "http-req" }, function(txn)
     txn:set_var("txn.t0", now_ms())
+    -- The audit line's tokens: 0 unless an answer reports some (Usage:http_end).
+    txn:set_var("txn.prompt_tokens", 0)
+    txn:set_var("txn.completion_tokens", 0)
 end)
 
 -- http-request lua.door_tokens_limit: whether the tenant is over its tokens per minute (txn.tpm, 0: no limit);
@@ -186,6 +189,8 @@ end
 function Usage:http_end(txn, msg)
     if msg.channel:is_resp() then
         local prompt, completion = self.prompt or 0, self.completion or self.events
+        txn:set_var("txn.prompt_tokens", prompt)
+        txn:set_var("txn.completion_tokens", completion)
         if prompt + completion > 0 then
             local tenant, model = labels(txn)
             add(tokens, tenant .. "\0" .. model .. "\0prompt", prompt)
