@@ -116,11 +116,10 @@ def wheelhouse_source(values, role, host):
     path = os.path.expanduser(text(source))
     wheels = [name for name in os.listdir(path) if name.endswith(".whl")] if os.path.isdir(path) else []
     if not wheels:
+        what = "a directory without a wheel (*.whl)" if os.path.isdir(path) else "not a directory"
         return [
             "%s_wheelhouse_source=%s on %s is %s on the controller: give a directory of wheels there (pip download "
             "--dest DIR, or pip wheel --wheel-dir DIR, with the uv wheel of python_venv_uv_version beside them), "
-            "or remove the setting to install from the index." % (role, text(source), host,
-                                                                "not a directory" if not os.path.isdir(path)
-                                                                else "a directory without a wheel (*.whl)")
-        ]  # fmt: skip
+            "or remove the setting to install from the index." % (role, text(source), host, what)
+        ]
     return []
