@@ -9,6 +9,9 @@
 # the artifact, and the run's wall time; then a re-run that must change nothing and move nothing; then a projection to
 # 64 and 500 nodes from the measured figures, the arithmetic shown.
 #   benchmarks/distribution.sh [N ...]          (default 2 4 8; SIZE_MB=64, RATE_MBIT=100)
+# BWLIMIT=<Mbit/s> adds a third way, `peers` with model_distribution_bwlimit at that rate (the cap on what a serving
+# node takes), and what it should cost against plain `peers`: each node's receive at BWLIMIT instead of RATE_MBIT.
+# MODES="peers" (default "direct peers") measures fewer ways.
 # Needs the sandbox's host image (scripts/sandbox-prereqs.sh) and Docker; removes its containers and network at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -70,11 +73,12 @@ cat >"$work/stage.yml" <<'EOF'
 EOF
 
 run() { # mode -> seconds, controller bytes
-  local mode=$1 began tx0 tx1 rc=0
+  local mode=$1 began tx0 tx1 rc=0 cap=0
+  if [ "$mode" = peers-cap ]; then mode=peers cap=$BWLIMIT; fi
   tx0=$(cat "/sys/class/net/$bridge/statistics/tx_bytes")
   began=$(date +%s.%N)
   ansible-playbook -i "$work/hosts.yml" "$work/stage.yml" -e "@$work/vars.yml" -e "model_distribution=$mode" \
-    >"$work/run.log" 2>&1 || rc=$?
+    -e "model_distribution_bwlimit=$cap" >"$work/run.log" 2>&1 || rc=$?
   if [ "$rc" != 0 ]; then
     tail -n 40 "$work/run.log" >&2
     exit "$rc"
@@ -101,11 +105,13 @@ EOF
 tc qdisc replace dev "$bridge" root tbf rate "${RATE_MBIT}mbit" burst 64kb latency 400ms
 echo "artifact $((artifact / 1048576)) MiB, every link ${RATE_MBIT} Mbit/s (one transfer of it: $(echo \
   "scale=1; $artifact * 8 / ($RATE_MBIT * 1000000)" | bc) s)"
+read -r -a modes <<<"${MODES:-direct peers}"
+if [ -n "${BWLIMIT:-}" ]; then modes+=(peers-cap); fi
 printf '%-11s %3s  %9s  %8s  %s\n' mode N "wall (s)" "sent (x)" "re-run: changed, sent (x)"
 declare -A wall
 for n in "${SIZES[@]}"; do
   start_hosts "$n"
-  for mode in direct peers; do
+  for mode in "${modes[@]}"; do
     for i in $(seq 0 $((n - 1))); do docker exec "${prefix}$(printf %02d "$i")" rm -rf /srv/models; done
     read -r seconds sent _changed < <(run "$mode")
     read -r _again resent changed < <(run "$mode")
@@ -115,13 +121,21 @@ for n in "${SIZES[@]}"; do
   done
 done
 tc qdisc del dev "$bridge" root 2>/dev/null || true
+if [ -n "${BWLIMIT:-}" ] && [ -n "${wall[peers-${SIZES[0]}]:-}" ]; then
+  echo
+  echo "the cap (model_distribution_bwlimit=$BWLIMIT), N=${SIZES[0]}: each node that fetches receives at $BWLIMIT" \
+    "instead of ${RATE_MBIT} Mbit/s, $(echo "scale=1; $artifact * 8 / ($BWLIMIT * 1000000) - $artifact * 8 / \
+    ($RATE_MBIT * 1000000)" | bc) s more for one transfer of the artifact; measured:" \
+    "$(printf %.1f "$(echo "${wall[peers-cap-${SIZES[0]}]} - ${wall[peers-${SIZES[0]}]}" | bc)") s more than plain" \
+    "peers (the wait polls every 5 s, and the cap lets a second's worth through at once)"
+fi
 
 # A projection from the smallest and the largest N measured: per extra node, what the wall time grew by.
 low=${SIZES[0]} high=${SIZES[-1]}
 if [ "$high" -gt "$low" ]; then
   echo
   echo "projection (linear in N from N=$low and N=$high; the same artifact and links):"
-  for mode in direct peers; do
+  for mode in "${modes[@]}"; do
     slope=$(echo "scale=3; (${wall[$mode-$high]} - ${wall[$mode-$low]}) / ($high - $low)" | bc)
     for target in 64 500; do
       printf '  %s, N=%d: %.1f s + (%d - %d) x %.1f s = %.0f s\n' "$mode" "$target" "${wall[$mode-$low]}" "$target" \
