@@ -137,6 +137,7 @@ def haproxy_config(
         "  bind %s" % bind,
         "  option http-buffer-request",
         "  " + LOG_FORMAT,
+        "  " + ERROR_LOG_FORMAT,
         "  filter lua.rayvllm_usage",
         "  http-request lua.door_begin",
         # The door's own liveness (the routers behind it have theirs, and vllm-router-health keeps their rotation).
@@ -301,10 +302,16 @@ def tenant_rules(tenant_map_path, keys_map_path, cluster_keys_pass=True):
 
 
 # One line per request, the audit log: time, tenant ("-": a cluster key), model, status, milliseconds, bytes in and
-# out, the answer's tokens (prompt and completion, from the usage vLLM reports; the door's Lua sets them); never the
-# prompt or a key.
+# out, the answer's tokens (prompt and completion, from the usage vLLM reports; the door's Lua sets them; 0 where it
+# did not); never the prompt or a key.
 LOG_FORMAT = (
     'log-format \'{"time":"%tr","tenant":"%[var(txn.tenant)]","model":"%[var(txn.model),json(utf8s)]",'
     '"status":%ST,"ms":%Ta,"bytes_in":%U,"bytes_out":%B,'
-    '"prompt_tokens":%[var(txn.prompt_tokens)],"completion_tokens":%[var(txn.completion_tokens)]}\''
+    '"prompt_tokens":%[var(txn.prompt_tokens,0)],"completion_tokens":%[var(txn.completion_tokens,0)]}\''
+)
+# The same line for a request HAProxy refuses before any rule runs (a malformed request: no variable is read there,
+# and the line above would write "-" where a number goes).
+ERROR_LOG_FORMAT = (
+    'error-log-format \'{"time":"%tr","tenant":"-","model":"-","status":%ST,"ms":%Ta,"bytes_in":%U,"bytes_out":%B,'
+    '"prompt_tokens":0,"completion_tokens":0}\''
 )

@@ -208,6 +208,11 @@ def test_a_tenant_over_its_requests_in_flight_gets_429(door):
 def test_the_audit_log_has_a_line_per_request_and_never_a_key_or_a_prompt(door):
     complete(door, "team-a", "tiny-llama", "a secret prompt")
     stream(door, "team-c")
+    # A request HAProxy refuses before any rule runs (no Lua, no variable set): its line is JSON too.
+    host, port = door["url"].rsplit("/", 1)[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as raw:
+        raw.sendall(b"NOT HTTP\r\n\r\n")
+        assert raw.recv(1024).startswith(b"HTTP/1.1 400")
     time.sleep(0.5)
     text = door["log"].read_text()
     lines = [json.loads(line) for line in text.splitlines() if line.startswith("{")]
@@ -219,7 +224,10 @@ def test_the_audit_log_has_a_line_per_request_and_never_a_key_or_a_prompt(door):
     # The tokens the answer reported (vLLM's usage); none on a refusal the door answered itself.
     mine = [line for line in lines if line["tenant"] == "team-a" and line["status"] == 200]
     assert (mine[-1]["prompt_tokens"], mine[-1]["completion_tokens"]) == (5, 10), mine[-1]
-    assert all(line["prompt_tokens"] == line["completion_tokens"] == 0 for line in lines if line["status"] == 401)
+    assert all(
+        line["prompt_tokens"] == line["completion_tokens"] == 0 for line in lines if line["status"] in (400, 401)
+    )
+    assert any(line["status"] == 400 for line in lines), "no line for the request HAProxy refused"
     streamed = [line for line in lines if line["tenant"] == "team-c" and line["status"] == 200]
     assert (streamed[-1]["prompt_tokens"], streamed[-1]["completion_tokens"]) == (0, STREAM_EVENTS), streamed[-1]
     for secret in [t["key"] for t in TENANTS] + list(CLUSTER_KEYS.values()) + ["a secret prompt"]:

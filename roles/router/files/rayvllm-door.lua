@@ -79,9 +79,6 @@ end
 -- http-request lua.door_begin: the request's start.
 core.register_action("door_begin", { "http-req" }, function(txn)
     txn:set_var("txn.t0", now_ms())
-    -- The audit line's tokens: 0 unless an answer reports some (Usage:http_end).
-    txn:set_var("txn.prompt_tokens", 0)
-    txn:set_var("txn.completion_tokens", 0)
 end)
 
 -- http-request lua.door_tokens_limit: whether the tenant is over its tokens per minute (txn.tpm, 0: no limit);
@@ -189,6 +186,7 @@ end
 function Usage:http_end(txn, msg)
     if msg.channel:is_resp() then
         local prompt, completion = self.prompt or 0, self.completion or self.events
+        -- The audit line's tokens (its log-format writes 0 where they are not set).
         txn:set_var("txn.prompt_tokens", prompt)
         txn:set_var("txn.completion_tokens", completion)
         if prompt + completion > 0 then
