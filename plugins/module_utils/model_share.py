@@ -467,3 +467,47 @@ def round_plan(hosts, shares, node):
 
 def _truthy(value):
     return value is True or str(value).strip().lower() in ("true", "yes", "1")
+
+
+# The settings of one model's weights that the model role stages (roles/model/tasks/fleet.yml), with the model
+# role's defaults for what a model of a ray_serve cluster leaves out.
+STAGE_SETTINGS = {
+    "model_path": "",
+    "model_source": "hf",
+    "model_hf_repo": "",
+    "model_hf_revision": "",
+    "model_hf_allow_unpinned": False,
+    "model_controller_path": "",
+    "model_size_gib": 0,
+}
+
+
+def stage_identity(settings):
+    """What makes two nodes' models the same bytes: the controller's directory, or the hub's repository and
+    revision. A model on shared storage is its path (nothing is copied)."""
+    source = settings.get("model_source") or STAGE_SETTINGS["model_source"]
+    if source == "controller":
+        return "controller:%s" % str(settings.get("model_controller_path") or "").rstrip("/")
+    if source == "hf":
+        return "hf:%s@%s" % (settings.get("model_hf_repo") or "", settings.get("model_hf_revision") or "")
+    return "%s:%s" % (source, settings.get("model_path") or "")
+
+
+def stage_slots(hosts, models, node):
+    """The fleet's models in one order, and ``node``'s settings for each: ``model`` (what makes it the same model on
+    every node, :func:`stage_identity`), ``serves`` (whether ``node`` stages it) and, where it does, the settings.
+
+    ``models`` maps each host to the settings of every model it stages (a vllm_serve node: one; a ray_serve node:
+    one per entry of ray_serve_models). The list has the same length on every host: the model role stages slot k on
+    every node that serves it in one round, so a model that two clusters serve enters the fleet once."""
+    order = []
+    for host in hosts:
+        for settings in models.get(host) or []:
+            identity = stage_identity(settings)
+            if identity not in order:
+                order.append(identity)
+    own = {}
+    for settings in models.get(node) or []:
+        chosen = {key: value for key, value in settings.items() if key in STAGE_SETTINGS and value is not None}
+        own.setdefault(stage_identity(settings), dict(STAGE_SETTINGS, serves=True, **chosen))
+    return [dict(own.get(identity, {"serves": False}), model=identity) for identity in order]

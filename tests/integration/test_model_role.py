@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from conftest import ROOT, local_hosts
 
@@ -254,3 +255,50 @@ def test_a_peer_that_dies_mid_transfer_is_named_and_the_nodes_behind_it_finish_f
     rc, out = run_preflight(peers(tmp_path, three), group_vars, playbook=playbook)
     assert rc == 0, out[-3000:]
     assert staged(tmp_path, "node-b") == staged(tmp_path, "node-a")
+
+
+def test_a_model_that_two_serving_modes_use_leaves_the_controller_once(run_preflight, tmp_path):
+    """playbooks/stage.yml's fleet entry point: node-a and node-b serve tiny (a vllm_serve cluster's model), node-c
+    serves tiny at a path of its own and chat (the models of a ray_serve node, model_stage_models). tiny is staged in
+    one round on the three: the controller's copy reaches node-a only; chat, which node-c alone serves, node-c."""
+    playbook, group_vars = setup(tmp_path)
+    del group_vars["model_path"]
+    chat = tmp_path / "controller-chat"
+    chat.mkdir()
+    (chat / "config.json").write_text('{"model_type": "llama", "name": "chat"}\n')
+    Path(playbook).write_text(
+        "- hosts: all\n  gather_facts: false\n  roles: [rayvllm.fleet.fleet_facts]\n"
+        "  tasks:\n    - name: stage\n"
+        "      ansible.builtin.include_role: {name: rayvllm.fleet.model, tasks_from: fleet.yml}\n"
+    )
+    node_c = [
+        {"model_path": str(tmp_path / "node-c/srv/b/tiny"), "model_source": "controller",
+         "model_controller_path": group_vars["model_controller_path"]},
+        {"model_path": str(tmp_path / "node-c/srv/b/chat"), "model_source": "controller",
+         "model_controller_path": str(chat) + "/"},
+    ]  # fmt: skip
+    hosts = peers(tmp_path, ["node-a", "node-b", "node-c"])
+    hosts["all"]["children"]["ray_workers"]["hosts"]["node-c"]["model_stage_models"] = node_c
+    rc, out = run_preflight(hosts, group_vars, playbook=playbook)
+    assert rc == 0, out[-3000:]
+    copies = [
+        (re.search(r"from the controller \((\w+)", block).group(1), host)
+        for block in out.split("\nTASK [")
+        if "copy the weights from the controller (" in block
+        for host in re.findall(r"^changed: \[([\w-]+)\]", block, re.M)
+    ]
+    assert sorted(copies) == [("chat", "node-c"), ("tiny", "node-a")], copies
+    assert "node-c: fetching the weights from node-b, then node-a" in out, out[-3000:]
+    tiny = {name: tmp_path / name / "srv/models/tiny" for name in ("node-a", "node-b")}
+    [revision] = os.listdir(tmp_path / "node-a/srv/models/tiny.revisions")
+    on_c = tmp_path / "node-c/srv/b/tiny.revisions" / revision
+    assert (on_c / ".rayvllm-complete").is_file()
+    on_a = tmp_path / "node-a/srv/models/tiny.revisions" / revision
+    assert (on_c / "config.json").read_bytes() == (on_a / "config.json").read_bytes()
+    assert all((path.parent / "tiny.revisions" / revision / ".rayvllm-complete").is_file() for path in tiny.values())
+    [chat_revision] = os.listdir(tmp_path / "node-c/srv/b/chat.revisions")
+    assert (tmp_path / "node-c/srv/b/chat.revisions" / chat_revision / "config.json").is_file()
+    assert not (tmp_path / "node-a/srv/b").exists()
+    # Again: every model complete on every node, nothing moves.
+    rc, out = run_preflight(hosts, group_vars, playbook=playbook)
+    assert rc == 0 and "changed=0" in out and "fetching" not in out, out[-3000:]

@@ -180,20 +180,26 @@ def changed_tasks(out):
     return [(task, host) for task, status, host in task_results(out) if status == "changed"]
 
 
-def test_the_weights_left_the_controller_once_per_round_and_the_workers_fetched_them_from_peers():
-    """model_distribution: peers (the default) in the converge: the controller's copy went to one node of each round
-    (ray-b-head's models in the ray_serve play, ray-head for cluster default), and the workers fetched theirs from a
-    peer, each file checked against the manifest that every node now holds, the same on each."""
+def test_each_model_left_the_controller_once_for_the_fleet_and_the_other_nodes_fetched_it_from_peers():
+    """model_distribution: peers (the default) in the converge: tiny-llama, which both clusters serve (cluster default
+    through vllm serve, b through Ray Serve LLM), left the controller once, for the first node of the play that stages
+    it; the other nodes fetched it from peers, each file checked against the manifest that every node now holds, the
+    same on each; tiny-chat, which b alone serves, went to ray-b-head."""
     log = (ROOT / ".cache/converge-vvv.log").read_text()
-    copied = {host for task, status, host in task_results(log) if "copy the weights from the controller" in task
-              and status == "changed"}  # fmt: skip
-    assert copied == {"ray-head", "ray-b-head"}, copied
+    copied = sorted(
+        (task.split("from the controller (")[1].split(",")[0], host)
+        for task, status, host in task_results(log)
+        if "copy the weights from the controller (" in task and status == "changed"
+    )
+    # tiny-llama to the first node of the play that stages it (in the inventory's order), tiny-chat to b's head.
+    llama = [host for model, host in copied if model == "tiny-llama"]
+    assert len(llama) == 1 and copied == sorted([("tiny-chat", "ray-b-head"), ("tiny-llama", llama[0])]), copied
     said = " ".join(log.split())
-    assert "ray-worker-1: fetching the weights from ray-head; serving them to ray-worker-2" in said
-    assert "ray-worker-2: fetching the weights from ray-worker-1, then ray-head" in said
+    for name in {"ray-head", "ray-worker-1", "ray-worker-2", "ray-b-head"} - set(llama):
+        assert f"{name}: fetching the weights from " in said, name
     manifests = {
         name: testinfra.get_host("docker://" + name).check_output("cat /srv/models/tiny-llama/.rayvllm-manifest.json")
-        for name in ("ray-head", "ray-worker-1", "ray-worker-2")
+        for name in ("ray-head", "ray-worker-1", "ray-worker-2", "ray-b-head")
     }
     assert len(set(manifests.values())) == 1, manifests
     assert any(f["path"] == "config.json" for f in json.loads(manifests["ray-head"])["files"])

@@ -18,6 +18,8 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.model_share import (
     downstream,
     plan,
     serve,
+    stage_identity,
+    stage_slots,
     wait_for_downstream,
 )
 
@@ -40,6 +42,43 @@ def test_nothing_to_fetch_when_every_node_has_it_and_no_seed_is_refused():
     assert plan(["a", "b"], {"a", "b"}) == {}
     with pytest.raises(ValueError, match="the seed must receive it from the controller first"):
         plan(["a", "b"], set())
+
+
+LLAMA = {"model_path": "/srv/models/tiny-llama", "model_source": "controller", "model_controller_path": "/c/llama"}
+CHAT = {"model_path": "/srv/models/tiny-chat", "model_source": "controller", "model_controller_path": "/c/chat/"}
+
+
+def test_a_model_two_clusters_serve_is_one_slot_with_each_nodes_own_settings():
+    # default's nodes serve tiny-llama (vllm_serve), b's head serves tiny-chat and tiny-llama at another path
+    # (ray_serve): two slots on every host, tiny-llama in one round for all three nodes.
+    b_llama = {**LLAMA, "model_path": "/srv/b/llama", "model_controller_path": "/c/llama/"}
+    models = {"head": [LLAMA], "worker": [LLAMA], "b": [CHAT, b_llama]}
+    hosts = ["head", "b", "worker"]
+    head, b, worker = (stage_slots(hosts, models, node) for node in hosts)
+    assert len(head) == len(b) == len(worker) == 2
+    assert head[0]["model_path"] == worker[0]["model_path"] == "/srv/models/tiny-llama"
+    assert head[1] == worker[1] == {"serves": False, "model": "controller:/c/chat"}
+    assert b[0]["model_path"] == "/srv/b/llama" and b[1]["model_path"] == "/srv/models/tiny-chat"
+    # The same name for a slot on every host (the model role's loop label: one include for all of them).
+    names = ["controller:/c/llama", "controller:/c/chat"]
+    assert [slot["model"] for slot in head] == [slot["model"] for slot in b] == names
+    assert all(slot["serves"] for slot in b)
+    # What an entry leaves out takes the model role's default.
+    assert b[1]["model_hf_allow_unpinned"] is False and b[1]["model_size_gib"] == 0
+    # A host that recorded nothing stages nothing, in as many slots.
+    assert [slot["serves"] for slot in stage_slots(hosts, models, "new")] == [False, False]
+
+
+def test_models_are_the_same_bytes_by_source_not_by_path():
+    hub = {"model_source": "hf", "model_hf_repo": "org/m", "model_hf_revision": "a" * 40, "model_path": "/x"}
+    assert stage_identity(hub) == stage_identity({**hub, "model_path": "/y"})
+    assert stage_identity(hub) != stage_identity({**hub, "model_hf_revision": "b" * 40})
+    assert stage_identity(LLAMA) == stage_identity({**LLAMA, "model_controller_path": "/c/llama/"})
+    assert stage_identity(LLAMA) != stage_identity(CHAT)
+    shared = {"model_source": "shared", "model_path": "/nfs/m"}
+    assert stage_identity(shared) != stage_identity({**shared, "model_path": "/nfs/n"})
+    # A model without a source is the role's default source, the hub.
+    assert stage_identity({"model_hf_repo": "org/m", "model_hf_revision": "a" * 40}) == stage_identity(hub)
 
 
 def test_the_rate_limit_holds_the_average_after_a_second_of_credit():
