@@ -3,13 +3,12 @@ serve) and b (Ray Serve LLM), from the versions they converged at (inventories/s
 molecule/default/vars/upgrade.yml and upgrade-b.yml (sandbox.upgrade_inventory) with playbooks/upgrade.yml, under a
 client load through the router; a failing vLLM-only change rolled back without restarting Ray and kept out of
 rotation while cluster b serves; a re-run that changes nothing and puts it back; token auth still refusing on the
-new Ray (issue 12); (RAYVLLM_SLOW_TESTS=1) a failing new version rolled back at Ray level, on cluster default and
-on cluster b (its Serve config put back too). It leaves the fleet on the new versions
+new Ray (issue 12); a failing new version rolled back at Ray level, on cluster default and on cluster b (its Serve
+config put back too). It leaves the fleet on the new versions
 (the Ray Serve stage after it works there; the sandbox is destroyed after that)."""
 
 import copy
 import json
-import os
 import re
 import urllib.error
 from pathlib import Path
@@ -223,12 +222,6 @@ def test_the_upgraded_ray_still_refuses_requests_and_clients_without_the_token()
     assert "Failed to connect to Ray cluster" in result.stderr, result.stderr[-2000:]
 
 
-# Not in CI's run yet: on the slower of the build machines CI gets (2026-12-03: an AMD EPYC without AVX-512, where a
-# whole run of the tests below the flag took about 75 minutes) it does not fit beside the rest; run it with
-# RAYVLLM_SLOW_TESTS=1 (docs/testing.md lists the tests that wait for room).
-@pytest.mark.skipif(
-    os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="Ray-level rollback: set RAYVLLM_SLOW_TESTS=1 (about 5 min)"
-)
 def test_a_new_version_that_fails_its_gate_is_rolled_back_and_the_run_fails():
     """Back to the previous pair (still staged: nothing to build) and without the start flag, with an argument vLLM
     rejects: the switch restarts Ray on the old version and unit, vLLM fails to start, the rollback restores Ray (its
@@ -250,10 +243,6 @@ def test_a_new_version_that_fails_its_gate_is_rolled_back_and_the_run_fails():
     assert all(n["resources_total"].get("rayvllm_rollout") == 1 for n in alive_nodes()), alive_nodes()
 
 
-@pytest.mark.skipif(
-    os.environ.get("RAYVLLM_SLOW_TESTS") != "1",
-    reason="Ray-level rollback of a ray_serve cluster: set RAYVLLM_SLOW_TESTS=1 (about 7 min)",
-)
 def test_a_ray_serve_cluster_whose_new_versions_fail_is_rolled_back_to_its_ray_vllm_and_serve_config():
     """Cluster b (Ray Serve LLM) switches Ray and vLLM (back to the converge pair, still staged) with a Serve config
     that cannot deploy (tiny-chat longer than its model allows): Ray's restart ends Serve, the new config fails, and
