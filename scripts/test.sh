@@ -235,8 +235,8 @@ wait_side_scenarios
 
 # Nothing skips in CI but what docs/testing.md lists with its reason (a test gated off, one that cannot run here).
 phase "skipped tests: each one listed in docs/testing.md"
-skip_logs=(.cache/unit.log .cache/integration.log .cache/verify.log .cache/test_*.log .cache/gpu_preflight.log
-  .cache/firewall_ufw.log .cache/firewall_firewalld.log)
+skip_logs=(.cache/unit.log .cache/integration.log .cache/verify.log .cache/test_*.log)
+for scenario in $side_now; do skip_logs+=(".cache/$scenario.log"); done
 python3 scripts/stage-table.py skips docs/testing.md "${skip_logs[@]}"
 
 echo "== all tests passed in $(( $(date +%s) - start )) s"

@@ -36,8 +36,8 @@ def model_share_needed(hosts, hostvars, fact="__model_complete"):
 
 
 def model_stage_slots(hosts, hostvars, node, fact="__model_stage"):
-    """The fleet's models in one order, and ``node``'s settings for each ({} where it does not serve it): each host
-    recorded as ``fact`` the settings of every model it stages."""
+    """The fleet's models in one order, and ``node``'s settings for each (``serves`` false where it does not serve
+    it): each host recorded as ``fact`` the settings of every model it stages."""
     from ansible_collections.rayvllm.fleet.plugins.module_utils.model_share import stage_slots
 
     models = {host: list(found) for host, found in _recorded(hosts, hostvars, fact)}
