@@ -64,8 +64,8 @@ echo "Ray Serve LLM on cluster b (1 container: 3 logical GPUs, one per replica),
 }
 result=$(bench 2)
 printf '%-44s %s\n' "tiny-llama, 1 replica, 2 at a time" "$result"
-# The stage's slow tests too (the two site.yml changes); not its hung replica (a fault, benchmarks/faults.sh).
-RAYVLLM_SLOW_TESTS=1 pytest -p no:cacheprovider -s -q -k "not hung" molecule/default/stages/test_5_ray_serve.py 2>&1 \
+# The stage's site.yml changes too; not its hung replica (a fault, benchmarks/faults.sh).
+pytest -p no:cacheprovider -s -q -k "not hung" molecule/default/stages/test_5_ray_serve.py 2>&1 \
   | tee .cache/bench-ray-serve.log | grep -E '^(autoscaling|site\.yml)|passed|failed|error'
 [ "$(replicas)" = 2 ] || {
   echo "tiny-llama runs $(replicas) replicas after the stage, not 2" >&2

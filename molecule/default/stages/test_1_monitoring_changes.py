@@ -5,14 +5,13 @@ import functools
 import hashlib
 import http.server
 import json
-import os
 import re
 import tarfile
 import threading
 
-import pytest
 
 from sandbox import (
+    waits_for_room,
     ROOT,
     all_up,
     api,
@@ -85,13 +84,7 @@ def release_archive(tmp_path):
     return archive, hashlib.sha256(archive.read_bytes()).hexdigest()
 
 
-# Not in CI's run yet: on the slower of the build machines CI gets (2026-12-03: an AMD EPYC without AVX-512, where a
-# whole run of the tests below the flag took about 75 minutes) it does not fit beside the rest; run it with
-# RAYVLLM_SLOW_TESTS=1 (docs/testing.md lists the tests that wait for room).
-@pytest.mark.skipif(
-    os.environ.get("RAYVLLM_SLOW_TESTS") != "1",
-    reason="Prometheus release-archive install: set RAYVLLM_SLOW_TESTS=1 (about 3 min)",
-)
+@waits_for_room("Prometheus release-archive install (about 90 s)")
 def test_release_archive_install_checks_the_checksum_and_switches_back(tmp_path):
     archive, sha256 = release_archive(tmp_path)
     server = serve(tmp_path)

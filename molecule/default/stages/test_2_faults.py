@@ -14,14 +14,13 @@ printing how long serving was interrupted (benchmarks/faults.sh collects these l
 
 Each leaves the fleet serving with every node joined, as the stages after it expect."""
 
-import os
 import re
 import subprocess
 import time
 
-import pytest
 
 from sandbox import (
+    waits_for_room,
     CLUSTER_URLS,
     NODE_IPS,
     ROUTER_URL,
@@ -215,12 +214,7 @@ def test_a_stopped_worker_host_delivers_an_alert_and_rejoins_when_it_restarts():
     assert complete() >= 1
 
 
-# Out of CI's run again until there is room: with it, CI of 02f3975 ran past its 90-minute limit on a build machine
-# about 1.3x slower than the rehearsal of the same code (75 minutes; the restart took 154-163 s). Run it with
-# RAYVLLM_SLOW_TESTS=1 (docs/testing.md lists the tests that wait for room).
-@pytest.mark.skipif(
-    os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="head host restart: set RAYVLLM_SLOW_TESTS=1 (about 3 min)"
-)
+@waits_for_room("head host restart (about 2 min)")
 def test_a_restarted_head_host_comes_back_serving():
     seconds = serving_again_after(lambda: subprocess.run(["docker", "restart", "-t", "10", "ray-head"], check=True))
     all_nodes_joined()

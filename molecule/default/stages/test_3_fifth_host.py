@@ -9,11 +9,10 @@ firewall) and a second removal changes nothing; site.yml limited to it and its c
 node back from maintenance: its venvs are still there); playbooks/status.yml names it while its Ray is stopped
 and passes once it is back; then, its container killed, remove_node.yml removes it as a dead server (everything
 but its own cleanup); started again, playbooks/reset.yml leaves nothing of ours on it and a second reset changes
-nothing. A reset host is a fresh one: its next join is the first test's. With
-RAYVLLM_SLOW_TESTS=1 a fresh fifth host also joins cluster b, which serves through Ray Serve LLM, and leaves it."""
+nothing. A reset host is a fresh one: its next join is the first test's. With RAYVLLM_SLOW_TESTS=1 a fresh fifth
+host also joins cluster b, which serves through Ray Serve LLM, and leaves it."""
 
 import json
-import os
 import re
 import subprocess
 
@@ -21,6 +20,7 @@ import pytest
 import yaml
 
 from sandbox import (
+    waits_for_room,
     B_DASHBOARD,
     ROUTER_URL,
     CompletionPoller,
@@ -261,9 +261,7 @@ def serve_replicas():
     return {name: sorted(r["replica_id"] for r in d["replicas"]) for name, d in deployments.items()}
 
 
-@pytest.mark.skipif(
-    os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason="a node of the ray_serve cluster b: set RAYVLLM_SLOW_TESTS=1"
-)
+@waits_for_room("a node of the ray_serve cluster b (about 5 min)")
 def test_a_fifth_host_joins_the_ray_serve_cluster_b_and_leaves_it_while_serve_keeps_its_replicas():
     """Cluster b's settings are cluster-wide (preflight refuses a node that differs): the new node gets ray-b-head's
     host_vars with one GPU of its own. Serve gets the GPU for another replica without a new config or a restart."""

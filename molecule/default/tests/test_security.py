@@ -99,18 +99,18 @@ def test_a_ray_client_without_the_token_cannot_connect(label, env, refusal):
 
 def test_the_ray_client_server_needs_the_token_too():
     """ray:// (the Ray Client server, ray_client_server_port) from a member host: without the token the server never
-    answers (the client gives up after its 30 s); with it the same client gets in, so the refusal is the token's."""
+    answers (the client gives up after its tries); with it the same client gets in, so the refusal is the token's."""
     address = f"ray://{HEAD_IP}:{SETTINGS['ray_client_server_port']}"
     refused = ray_client(address=address)
     assert "CONNECTED" not in refused.stdout, "connected to the Ray Client server without the cluster's token"
     assert "ray client connection timeout" in refused.stderr, refused.stderr[-2000:]
     token_env = f"HOME=/nonexistent RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH={RAY_TOKEN_FILE}"
-    with_token = ray_client(token_env, address=address)
+    with_token = ray_client(token_env, address=address, refused=False)
     if "Starting Ray client server failed" in with_token.stderr:
         # The token was accepted (the proxier got as far as starting this client's own server), but that server
         # process exited while starting: seen once on the loaded CI machine, not reproduced. Once more, after a pause.
         time.sleep(10)
-        with_token = ray_client(token_env, address=address)
+        with_token = ray_client(token_env, address=address, refused=False)
     assert "CONNECTED" in with_token.stdout, with_token.stderr[-2000:]
 
 

@@ -5,6 +5,7 @@ import json
 import os
 import socket
 import threading
+import time
 
 import pytest
 
@@ -111,6 +112,15 @@ def revision(tmp_path, name, files):
     return final
 
 
+def sent(shelf):
+    """The bytes a shelf served, once its streams have ended: a stream counts a block after writing it, so the fetcher
+    may hold the last block before the server counts it (seen once in a rehearsal: 2 bytes short)."""
+    deadline = time.monotonic() + 10
+    while shelf.streams and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return shelf.sent
+
+
 WEIGHTS = {"config.json": b'{"a": 1}\n', "model.safetensors": os.urandom(3 * 1024 * 1024 + 17), "sub/t.json": b"{}"}
 
 
@@ -179,7 +189,7 @@ def test_a_chain_streams_each_byte_leaves_the_seed_once_and_every_node_ends_inta
     assert fetched(b) == WEIGHTS and fetched(c) == WEIGHTS
     size = sum(len(data) for data in WEIGHTS.values())
     # The seed sent the weights once (to b); c got them from b, which served them as they arrived.
-    assert seed.shelf.sent == size and b.shelf.sent == size
+    assert sent(seed.shelf) == size and sent(b.shelf) == size
     assert results["b"].events == [] and results["c"].events == []
     # The manifest travels with the weights: c's copy can seed the next run.
     manifest = json.loads(open(os.path.join(c.shelf.partial, model_share.MANIFEST)).read())
@@ -234,7 +244,7 @@ def test_a_peer_that_went_away_is_named_once_and_not_asked_again(node):
     fetcher.fetch_all()
     assert fetched(c) == WEIGHTS
     assert fetcher.events == ["c: b went away (connection refused while fetching config.json): not asked again"]
-    assert seed.shelf.sent == sum(len(data) for data in WEIGHTS.values())
+    assert sent(seed.shelf) == sum(len(data) for data in WEIGHTS.values())
 
 
 def test_a_request_without_the_runs_token_gets_nothing(node):
