@@ -141,8 +141,9 @@ def rollout():
     f = load.figures()
     print(f"ROLLOUT play {play:.0f} s; {f['failed']} failed of {f['requests']} requests; "
           f"p50 {f['p50_ms']:.0f} ms, p99 {f['p99_ms']:.0f} ms; {f['per_s']:.2f} completions/s")  # fmt: skip
-    for cluster, head_host in (("default", "ray-head"), ("b", "ray-b-head")):
-        stop = task_started(out, f"Upgrade | stop vLLM on {head_host}")
+    # Where each cluster's serving stops: vLLM's unit on default; Ray's restart on b (it ends Serve).
+    for cluster, marker in (("default", "VLLM | stop vLLM on ray-head"), ("b", "Upgrade | restart Ray on cluster b")):
+        stop = task_started(out, marker)
         spans = [s for s in watcher.out_of_rotation(CLUSTER_URLS[cluster]) if stop and s[0] - 1 <= stop <= s[1]]
         took = f"{spans[0][1] - spans[0][0]:.0f} s" if spans else "not seen out"
         print(f"ROLLOUT cluster {cluster}: out of rotation {took} (its vLLM stopped while out: {bool(spans)})")

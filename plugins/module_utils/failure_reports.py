@@ -24,9 +24,8 @@ def switch_failure(
     router_model="",
     touched=False,
     rollback=True,
-    serving_mode="vllm_serve",
     serve_rolled_back=False,
-    serve_config_kept=False,
+    served_before=True,
 ):
     """The message a failed switch of ``cluster`` ends the run with: ``failure`` (the failed task and its message),
     then where the cluster stands. One of five outcomes, in this order:
@@ -34,8 +33,8 @@ def switch_failure(
     - ``serve``: a ray_serve cluster's new Serve config failed without a version switch (``action`` not ``ray`` or
       ``vllm``) and the ray_serve role put the config of before back (``serve_rolled_back``);
     - ``untouched``: nothing had been switched or restarted (``touched`` false): it serves as before;
-    - ``nothing-served``: rolled back (``rollback``), but a ray_serve cluster whose Serve ran no application before
-      the switch (no Serve config kept, ``serve_config_kept`` false): it serves nothing;
+    - ``nothing-served``: rolled back (``rollback``), but nothing served before the switch (``served_before`` false,
+      the serving interface's snapshot: a ray_serve cluster whose Serve ran no application): it serves nothing;
     - ``rolled-back``: rolled back to the previous versions (``back``: what served before, for the message) and its
       gate passed;
     - ``left``: not rolled back (``upgrade_rollback: false``): left as it failed.
@@ -51,7 +50,7 @@ def switch_failure(
     elif not touched:
         outcome = "untouched"
         where = "Nothing had been switched or restarted on cluster %s: it serves as before." % cluster
-    elif rollback and serving_mode == "ray_serve" and not serve_config_kept:
+    elif rollback and not served_before:
         outcome = "nothing-served"
         where = (
             "Cluster %s%s Serve ran no application before this run, so no Serve config was put back: it serves "

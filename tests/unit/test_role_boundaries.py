@@ -65,6 +65,7 @@ def test_the_check_finds_a_private_read_across_roles(tmp_path):
 
 
 def test_every_role_result_the_rollout_reads_is_declared_in_that_roles_spec():
+    """The rollout reads one role's results: the serving interface's (roles/serving), the same for every mode."""
     read = {}
     for path in ROLLOUT:
         for number, line in code_lines(path):
@@ -72,9 +73,52 @@ def test_every_role_result_the_rollout_reads_is_declared_in_that_roles_spec():
                 role = match.group(1)
                 if role in ROLES:
                     read.setdefault(role, f"{path.relative_to(ROOT)}:{number}")
-    assert {"vllm", "ray_serve"} <= set(read), read
+    assert set(read) == {"serving"}, read
     for role, where in read.items():
         spec = (ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text()
         assert f"C({role}_result)" in spec, (
             f"{where} reads {role}_result, which roles/{role}'s argument spec never declares"
         )
+
+
+# What the serving interface publishes (roles/serving/meta/argument_specs.yml), which the rollout reads.
+SERVING_FACTS = re.compile(r"(?<![A-Za-z0-9_])(serving_(?:plan|snapshot|result))\b")
+
+
+def test_the_rollout_reads_what_the_serving_interface_declares():
+    spec = (ROOT / "roles" / "serving" / "meta" / "argument_specs.yml").read_text()
+    read = {m.group(1) for path in ROLLOUT for _n, line in code_lines(path) for m in SERVING_FACTS.finditer(line)}
+    assert read == {"serving_plan", "serving_snapshot", "serving_result"}, read
+    assert [name for name in sorted(read) if f"C({name})" not in spec] == []
+
+
+# The one serving-mode branch left in the rollout, and why.
+MODE_BRANCHES = {
+    "roles/upgrade/tasks/plan.yml": "a vllm_serve node's model link (the model role records one for ray_serve models "
+    "too, which Serve loads from their revision directories: no link to switch)",
+}
+
+
+def test_the_rollout_does_not_branch_on_the_serving_mode():
+    """The serving steps go through roles/serving, which dispatches on the mode: the rollout itself does not."""
+    found = {
+        str(path.relative_to(ROOT))
+        for path in ROLLOUT
+        for _n, line in code_lines(path)
+        if "vllm_serving_mode" in line or "serving.mode" in line
+    }
+    assert found == set(MODE_BRANCHES), found
+
+
+def test_every_fact_the_rollout_plan_reads_from_a_node_is_declared_by_the_role_that_publishes_it():
+    """The plan reads each node's staging facts (``hv.<fact>``): the ray, vllm and model roles declare them."""
+    plan = ROOT / "roles" / "upgrade" / "tasks" / "plan.yml"
+    read = {m.group(1) for _n, line in code_lines(plan) for m in re.finditer(r"\bhv\.([a-z][a-z0-9_]*)", line)}
+    assert len(read) >= 8, read
+    undeclared = []
+    for fact in sorted(read - {"inventory_hostname"}):
+        role = owner(fact)
+        spec = (ROOT / "roles" / role / "meta" / "argument_specs.yml").read_text() if role else ""
+        if f"C({fact})" not in spec:
+            undeclared.append(f"{fact} ({role})")
+    assert undeclared == [], "the plan reads facts their roles never declare: " + ", ".join(undeclared)

@@ -69,7 +69,7 @@ def venv_links(ray, vllm, b_vllm):
 LINKS_FROM = venv_links(FROM["ray_version"], FROM["vllm_version"], B_FROM["vllm_version"])
 LINKS_TO = venv_links(TO["ray_version"], TO["vllm_version"], B_TO["vllm_version"])
 # Where each cluster's serving stops in the switch: vLLM's unit on default; Ray's restart on b (it ends Serve).
-SERVING_STOPS = {"default": "Upgrade | stop vLLM on ray-head", "b": "Upgrade | restart Ray on cluster b"}
+SERVING_STOPS = {"default": "VLLM | stop vLLM on ray-head", "b": "Upgrade | restart Ray on cluster b"}
 
 
 def node(name):

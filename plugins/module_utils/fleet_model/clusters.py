@@ -14,6 +14,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings
     RAY_HEAD_PORTS,
     RAY_NODE_PORTS,
     node_settings,
+    serving,
 )
 
 DEFAULT_CLUSTER = "default"
@@ -112,6 +113,7 @@ def _node(fleet, host, role):
         # Ports Ray listens on at this node (checked free in preflight; firewall rules).
         "ray_ports": sorted(int(settings[p]) for p in ports if checks.port([], p, settings.get(p), where)),
         "settings": node_settings(settings),
+        "serving": serving(settings),
     }
 
 

@@ -143,6 +143,25 @@ def resolve(hosts, defaults, names):
     return result
 
 
+def serving(settings):
+    """What every serving mode of a node needs (roles/serving and the modes' implementations): the mode, resolved here
+    once; the vLLM venv of the node's pinned versions (the vllm role builds it: ``vllm serve`` runs from it, Ray Serve
+    LLM's replicas run its python); the directory that keeps torch inductor's compiled kernels across restarts (in
+    Ray's temp directory, writable in the Ray units on every node). No secret and no user environment: those stay in
+    the roles' own variables."""
+    venv = "%s/%s-ray%s" % (
+        settings.get("vllm_install_root"),
+        settings.get("vllm_version"),
+        settings.get("ray_version"),
+    )
+    return {
+        "mode": settings.get("vllm_serving_mode") or "vllm_serve",
+        "venv": venv,
+        "python": venv + "/bin/python",
+        "compile_cache_dir": "%s/compile-cache/torchinductor" % settings.get("ray_temp_dir"),
+    }
+
+
 def node_settings(settings):
     """The settings a Ray node publishes (fleet_node.settings): its Ray, vLLM, preflight and distribution settings,
     the pinned versions and model_path (preflight looks at what it is on the host)."""

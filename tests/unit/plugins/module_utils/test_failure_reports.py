@@ -43,7 +43,7 @@ def test_nothing_switched_or_restarted_serves_as_before_rolled_back_or_not():
 
 
 def test_a_serve_config_put_back_by_the_ray_serve_role_without_a_version_switch():
-    serve = {"serving_mode": "ray_serve", "serve_rolled_back": True, "serve_config_kept": True}
+    serve = {"serve_rolled_back": True, "served_before": True}
     report = _failure(action="none", router_model="tiny-llama", **serve)
     assert report["outcome"] == "serve"
     assert report["msg"] == (
@@ -56,7 +56,7 @@ def test_a_serve_config_put_back_by_the_ray_serve_role_without_a_version_switch(
 
 
 def test_a_ray_serve_cluster_that_ran_no_application_before_serves_nothing_after_the_rollback():
-    report = _failure(serving_mode="ray_serve", back="Ray 2.59.0", router_model="tiny-llama")
+    report = _failure(served_before=False, back="Ray 2.59.0", router_model="tiny-llama")
     assert report["outcome"] == "nothing-served"
     assert report["msg"] == (
         FAILURE + " Cluster gpu-a is back on Ray 2.59.0, but its Serve ran no application before this run, so no Serve "
@@ -64,9 +64,9 @@ def test_a_ray_serve_cluster_that_ran_no_application_before_serves_nothing_after
         "its gate. Clusters later in this run were not touched. Fix the cause and run site.yml or "
         "playbooks/upgrade.yml again."
     )
-    assert " Cluster gpu-a: its Serve ran no application" in _failure(serving_mode="ray_serve")["msg"]
+    assert " Cluster gpu-a: its Serve ran no application" in _failure(served_before=False)["msg"]
     # Not rolled back: left as it failed, whatever Serve ran before.
-    assert _failure(serving_mode="ray_serve", rollback=False)["outcome"] == "left"
+    assert _failure(served_before=False, rollback=False)["outcome"] == "left"
 
 
 def test_a_cluster_not_rolled_back_is_left_as_it_failed():

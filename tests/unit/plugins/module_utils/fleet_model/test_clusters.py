@@ -31,6 +31,7 @@ def test_an_inventory_without_cluster_names_is_one_cluster():
         "ray_auth_token_file": "/etc/ray/auth_token",
         "ray_ports": [6800, 6801, 8080, 52365, 52366, 52367],
         "settings": model["nodes"]["w2"]["settings"],
+        "serving": model["nodes"]["w2"]["serving"],
     }
     assert model["nodes"]["h"]["ray_ports"] == [6379, 6800, 6801, 8080, 8265, 10001, 52365, 52366, 52367]
 
@@ -228,3 +229,24 @@ def test_token_auth_is_explicit_and_uniform_within_a_cluster():
         "cluster 'default': ray_auth_mode must be the same on every node, but it is disabled on h1; token on h2. "
         "Set it once in the cluster's group_vars, not per host."
     ]
+
+
+def test_each_node_names_its_serving_mode_venv_and_compile_cache_once():
+    """The serving interface's dispatcher and both modes read these (roles/serving): the mode resolved (the vllm
+    role's default where the inventory sets none), the venv of the pinned versions, its python."""
+    hosts = {
+        "h": host("10.0.0.1", "a"),
+        "s": host("10.0.0.2", "b", vllm_serving_mode="ray_serve", vllm_version="0.27.0"),
+    }
+    model, problems = build(["h", "s"], [], hosts)
+    assert problems == []
+    root = DEFAULTS["vllm_install_root"]
+    assert model["nodes"]["h"]["serving"] == {
+        "mode": "vllm_serve",
+        "venv": "%s/%s-ray%s" % (root, PINNED["vllm_version"], PINNED["ray_version"]),
+        "python": "%s/%s-ray%s/bin/python" % (root, PINNED["vllm_version"], PINNED["ray_version"]),
+        "compile_cache_dir": DEFAULTS["ray_temp_dir"] + "/compile-cache/torchinductor",
+    }
+    serving = model["nodes"]["s"]["serving"]
+    assert serving["mode"] == "ray_serve"
+    assert serving["python"] == "%s/0.27.0-ray%s/bin/python" % (root, PINNED["ray_version"])
