@@ -12,7 +12,7 @@ def remove(run_preflight, *names, group_vars=None, workers=("node-b",)):
     rc, out = run_preflight(local_hosts(workers=workers), group_vars, playbook=PLAYBOOK, extra_args=args)
     assert rc != 0, out
     # Refused in the first plays: nothing of the serving side or the nodes ran.
-    assert "Remove node | what Ray runs on" not in out
+    assert "Upgrade | what Ray runs on" not in out
     assert "Reset | stop and disable" not in out
     return out
 

@@ -165,7 +165,7 @@ def test_it_leaves_with_remove_node_and_a_second_removal_changes_nothing(invento
         removed(out)
     served(poller, "the fifth host leaves")
     # Ray drained it (through its GCS, with the token) before it stopped, and says so in its record of the node.
-    assert f"TASK [Remove node | Ray drains {FIFTH}]" in out and f"changed: [ray-head] => (item={ADDRESS})" in out
+    assert f"Upgrade | Ray drains {FIFTH}]" in out and f"changed: [ray-head] => (item={ADDRESS})" in out
     dead = [n for n in ray_api("/api/v0/nodes?limit=1000&detail=1")["data"]["result"]["result"]
             if n["node_ip"] == ADDRESS and n["state"] == "DEAD"]  # fmt: skip
     last = max(dead, key=lambda n: n.get("end_time_ms") or 0)

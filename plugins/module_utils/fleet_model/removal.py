@@ -127,7 +127,9 @@ def _serve_problems(gone, cname, what, declared, models):
 def build_without(build, leaving, heads, workers, hosts, defaults, monitoring=(), routers=()):
     """The model of the fleet without the hosts ``leaving`` names, with ``leaving`` ({host: its node in the whole
     fleet, cluster, settings and address included}) and ``removal`` ({cluster: {head, leaving, staying}}); the
-    problems of the removal come first, then those of the fleet that stays."""
+    problems of the removal come first, then those of the fleet that stays. Each removal entry also says whether the
+    cluster's serving restarts when the leaving nodes run its actors (``restarts_for_actors``: ``vllm serve`` on Ray's
+    executor cannot lose a rank; Ray Serve moves a leaving node's replicas itself)."""
     names, problems = leaving_names(leaving)
     full = build(heads, workers, hosts, defaults, monitoring, routers)[0]
     if not problems:
@@ -151,6 +153,7 @@ def build_without(build, leaving, heads, workers, hosts, defaults, monitoring=()
                 "head": cluster.get("head", ""),
                 "leaving": [],
                 "staying": [h for h in cluster.get("hosts", []) if h not in names],
+                "restarts_for_actors": node["serving"]["mode"] == "vllm_serve",
             },
         )
         entry["leaving"].append(host)

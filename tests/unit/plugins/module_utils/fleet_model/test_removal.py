@@ -33,7 +33,9 @@ def test_the_model_without_a_leaving_worker_keeps_what_it_was_for_its_own_cleanu
     assert "10.0.0.3" not in str(model["monitoring"])
     assert model["leaving"]["w2"]["cluster"] == "default" and model["leaving"]["w2"]["address"] == "10.0.0.3"
     assert model["leaving"]["w2"]["settings"]["ray_install_root"] == "/opt/ray"
-    assert model["removal"] == {"default": {"head": "h", "leaving": ["w2"], "staying": ["h", "w1"]}}
+    assert model["removal"] == {
+        "default": {"head": "h", "leaving": ["w2"], "staying": ["h", "w1"], "restarts_for_actors": True}
+    }
 
 
 def test_the_same_model_as_an_inventory_without_the_node():
@@ -118,8 +120,10 @@ def test_a_ray_serve_cluster_keeps_the_gpus_its_models_need_at_max_replicas():
         {"name": "a", "max_replicas": 2, "tensor_parallel_size": 1, "pipeline_parallel_size": 1},
         {"name": "b", "max_replicas": 1, "tensor_parallel_size": 2, "pipeline_parallel_size": 1},
     ]
-    _model, problems = fleet("w2", head={**serve, "ray_serve_models": models}, worker=serve)
+    model, problems = fleet("w2", head={**serve, "ray_serve_models": models}, worker=serve)
     assert problems == []  # 4 GPUs left (h 2, w1 2), 4 needed
+    # Serve moves the leaving node's replicas itself: the cluster's serving does not restart for them.
+    assert model["removal"]["default"]["restarts_for_actors"] is False
     _model, problems = fleet("w1,w2", head={**serve, "ray_serve_models": models}, worker=serve)
     assert problems[0] == (
         "Removing w1, w2 leaves cluster default 2 GPUs (h 2), but its Ray Serve models need 4 at max_replicas "
