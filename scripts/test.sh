@@ -39,11 +39,12 @@ export PATH="$PWD/.venv/bin:$PATH" ANSIBLE_FORCE_COLOR=0 PY_COLORS=0
 
 # The sandbox's hosts, removed with the docker CLI (it waits): a host that holds several vLLM venvs (~4 GB each)
 # outlasts the 60 s molecule's docker driver waits (CI of e2b4c40 waited them out).
-# ray-worker-3: the fifth host the lifecycle stage (test_3_fifth_host.py) starts and removes, left by a failed run.
+# ray-worker-3 and ray-worker-4: the new hosts the lifecycle stage (test_3_fifth_host.py) starts and removes, left by a
+# failed run.
 remove_sandbox_hosts() {
   for _ in $(seq 60); do
-    docker rm -f ray-head ray-worker-1 ray-worker-2 ray-b-head ray-worker-3 >/dev/null 2>&1 || true
-    [ -z "$(docker ps -aq --filter name='^ray-(head|worker-1|worker-2|b-head|worker-3)$')" ] && return 0
+    docker rm -f ray-head ray-worker-1 ray-worker-2 ray-b-head ray-worker-3 ray-worker-4 >/dev/null 2>&1 || true
+    [ -z "$(docker ps -aq --filter name='^ray-(head|worker-1|worker-2|b-head|worker-3|worker-4)$')" ] && return 0
     sleep 10
   done
   return 1
@@ -253,7 +254,7 @@ done
 # The hosts are killed, not removed: removing several GB of venvs per host took 111 s at the end of the run
 # (rehearsal of 99dd76f); the next run removes them beside its first checks (remove_sandbox_hosts above).
 phase "sandbox fleet: stop (the next run removes the hosts)"
-docker kill ray-head ray-worker-1 ray-worker-2 ray-b-head ray-worker-3 >/dev/null 2>&1 || true
+docker kill ray-head ray-worker-1 ray-worker-2 ray-b-head ray-worker-3 ray-worker-4 >/dev/null 2>&1 || true
 stage_done "sandbox fleet: stop"
 trap print_stage_table EXIT
 phase "preflight integration tests (ran in the background at idle priority)"

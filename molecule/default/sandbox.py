@@ -16,7 +16,6 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import pytest
 import testinfra
 import yaml
 
@@ -272,13 +271,6 @@ def complete(prompt="Hi", max_tokens=2, timeout=30, url=None, key=None, model=No
 def vllm_version(cluster="default"):
     """The version a cluster's running vLLM server reports (GET /version, open like /health)."""
     return bearer_request(CLUSTER_URLS[cluster] + "/version", None)["version"]
-
-
-def waits_for_room(what):
-    """The mark of a stage test not in CI's run: with every test the run took 73 minutes on the build machine
-    (rehearsal of 19c1512), over CI's 70. docs/testing.md lists each such test and why; RAYVLLM_SLOW_TESTS=1 runs
-    them."""
-    return pytest.mark.skipif(os.environ.get("RAYVLLM_SLOW_TESTS") != "1", reason=f"{what}: set RAYVLLM_SLOW_TESTS=1")
 
 
 # A client expected to be refused gives up after a few tries instead of Ray's 20 reads of the GCS a second apart

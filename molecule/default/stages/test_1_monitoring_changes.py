@@ -11,7 +11,6 @@ import threading
 
 
 from sandbox import (
-    waits_for_room,
     ROOT,
     all_up,
     api,
@@ -84,7 +83,6 @@ def release_archive(tmp_path):
     return archive, hashlib.sha256(archive.read_bytes()).hexdigest()
 
 
-@waits_for_room("Prometheus release-archive install (about 90 s)")
 def test_release_archive_install_checks_the_checksum_and_switches_back(tmp_path):
     archive, sha256 = release_archive(tmp_path)
     server = serve(tmp_path)

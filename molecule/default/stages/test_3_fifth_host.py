@@ -1,16 +1,18 @@
-"""Issue 29 on the converged sandbox: a fifth, small host joins cluster default, leaves it, joins again, is removed
-as a dead server and, back, is reset, while cluster default serves through the router and its vLLM never restarts.
+"""Issue 29 on the converged sandbox: new hosts join both clusters with one site.yml and leave them with one
+remove_node.yml; then the fifth host joins again, is removed as a dead server and, back, is reset, while the clusters
+serve through the router, cluster default's vLLM never restarts and cluster b's Serve keeps its replicas.
 
-ray-worker-3 (1 logical GPU) is a systemd container of the sandbox's image that this stage starts and removes; the
-inventory that has it is a copy of the sandbox's (.cache/fifth-host), so the sandbox's own stays at four hosts.
-In order: site.yml adds it (every node and GPU counted, the parallel plan unchanged, vLLM not restarted);
-playbooks/remove_node.yml removes it (drained, gone from Ray's node list, Prometheus' targets and its peers'
-firewall) and a second removal changes nothing; site.yml limited to it and its cluster's head brings it back (a
-node back from maintenance: its venvs are still there); playbooks/status.yml names it while its Ray is stopped
-and passes once it is back; then, its container killed, remove_node.yml removes it as a dead server (everything
-but its own cleanup); started again, playbooks/reset.yml leaves nothing of ours on it and a second reset changes
-nothing. A reset host is a fresh one: its next join is the first test's. With RAYVLLM_SLOW_TESTS=1 a fresh fifth
-host also joins cluster b, which serves through Ray Serve LLM, and leaves it."""
+ray-worker-3 (1 logical GPU, cluster default) and ray-worker-4 (1 logical GPU, cluster b, which serves through Ray
+Serve LLM) are systemd containers of the sandbox's image that this stage starts and removes; the inventories that have
+them are copies of the sandbox's (.cache/fifth-host*), so the sandbox's own stays at four hosts.
+In order: site.yml adds both (every node and GPU counted, cluster default's parallel plan unchanged, vLLM not
+restarted, Serve's replicas the same); playbooks/remove_node.yml removes both, each from its cluster (drained, gone
+from Ray's node list, Prometheus' targets and its peers' firewall) and a second removal changes nothing; the operator
+takes them out of the inventory, and ray-worker-3 goes on: site.yml limited to it and its cluster's head brings it
+back (a node back from maintenance: its venvs are still there); playbooks/status.yml names it while its Ray is stopped
+and passes once it is back; then, its container killed, remove_node.yml removes it as a dead server (everything but
+its own cleanup); started again, playbooks/reset.yml leaves nothing of ours on it and a second reset changes nothing.
+A reset host is a fresh one: its next join is the first test's."""
 
 import json
 import re
@@ -20,8 +22,8 @@ import pytest
 import yaml
 
 from sandbox import (
-    waits_for_room,
     B_DASHBOARD,
+    CLUSTER_URLS,
     ROUTER_URL,
     CompletionPoller,
     alive_nodes,
@@ -44,23 +46,44 @@ from sandbox import (
 FIFTH = "ray-worker-3"
 ADDRESS = "10.77.0.14"
 PEERS = ("ray-head", "ray-worker-1", "ray-worker-2")  # the other nodes of cluster default
+SIXTH = "ray-worker-4"  # joins cluster b beside the fifth, and leaves with it
+B_ADDRESS = "10.77.0.15"
 
 
 @pytest.fixture(scope="module")
-def inventory():
-    """The sandbox inventory with the fifth host in ray_workers (cluster default: the group's default), declaring one
-    GPU; the host runs for the module and is removed after it. Its venvs are installed without compiling their
-    bytecode (python_venv_compile_bytecode: false, the path no other sandbox host takes): it runs no vLLM rank, and
-    compiling a vLLM venv costs about 200 CPU seconds on the 2-core build machine."""
-    start_host(FIFTH, ADDRESS)
+def hosts():
+    """The two new hosts, running for the module and removed after it."""
     try:
-        yield sandbox_inventory(
-            "fifth-host",
-            add_hosts={"ray_workers": [FIFTH]},
-            host_vars={FIFTH: {"ray_num_gpus": 1, "python_venv_compile_bytecode": False}},
-        )
+        for name, address in ((FIFTH, ADDRESS), (SIXTH, B_ADDRESS)):
+            start_host(name, address)
+        yield
     finally:
-        subprocess.run(["docker", "rm", "-f", FIFTH], capture_output=True, check=False)
+        for name in (FIFTH, SIXTH):
+            subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+
+
+# Their venvs are installed without compiling their bytecode (python_venv_compile_bytecode: false, the path no other
+# sandbox host takes): compiling a vLLM venv costs about 200 CPU seconds on the 2-core build machine.
+NEW_HOST = {"ray_num_gpus": 1, "python_venv_compile_bytecode": False}
+
+
+@pytest.fixture(scope="module")
+def both(hosts):
+    """The sandbox inventory with both new hosts in ray_workers: the fifth in cluster default (the group's default),
+    the sixth with ray-b-head's host_vars (cluster b's settings are cluster-wide: preflight refuses a node that
+    differs), each declaring one GPU."""
+    b_vars = yaml.safe_load((ROOT / "inventories/sandbox/host_vars/ray-b-head.yml").read_text())
+    return sandbox_inventory(
+        "fifth-host-both",
+        add_hosts={"ray_workers": [FIFTH, SIXTH]},
+        host_vars={FIFTH: NEW_HOST, SIXTH: {**b_vars, **NEW_HOST}},
+    )
+
+
+@pytest.fixture(scope="module")
+def inventory(hosts):
+    """The same without the sixth host, once it left (what the operator is told to do): the fifth's inventory."""
+    return sandbox_inventory("fifth-host", add_hosts={"ray_workers": [FIFTH]}, host_vars={FIFTH: NEW_HOST})
 
 
 def sh(host, command):
@@ -114,16 +137,27 @@ def plan_unchanged(out):
     assert line in " ".join(out.split()), out[-6000:]  # YAML folds long lines
 
 
-def removed(out):
+def removed(out, names=FIFTH, pronoun="it"):
     """What a removal leaves: Ray without the node (6 GPUs), no scrape target, no peer opening, cluster default
-    serving, and the run telling the operator to take the host out of the inventory."""
+    serving, and the run telling the operator to take the hosts out of the inventory."""
     assert ADDRESS not in alive_ips(), out[-6000:]
     assert cluster_gpus() == 6
     wait_for(lambda: not scraped(ADDRESS), timeout=120)
     still = [peer for peer in PEERS if opens_to(peer, ADDRESS)]
     assert not still, f"the firewall of {still} still lets {FIFTH} in"
     assert complete() >= 1
-    assert f"{FIFTH} left the fleet: take it out of the inventory now" in out
+    assert f"{names} left the fleet: take {pronoun} out of the inventory now" in out
+
+
+def b_nodes():
+    """Cluster b's ALIVE nodes: {address: GPUs}."""
+    return {n["node_ip"]: n.get("resources_total", {}).get("GPU", 0) for n in alive_nodes(B_DASHBOARD, b_token())}
+
+
+def serve_replicas():
+    """Cluster b's Serve replicas: {deployment: sorted replica ids} (a new id is a replica replaced)."""
+    deployments = serve_details()["applications"]["llm"]["deployments"]
+    return {name: sorted(r["replica_id"] for r in d["replicas"]) for name, d in deployments.items()}
 
 
 def served(poller, what):
@@ -132,15 +166,22 @@ def served(poller, what):
     assert client["failed"] == 0, client
 
 
-def test_a_fifth_host_joins_with_site_yml_and_vllm_keeps_running(inventory):
-    vllm_before = vllm_started()
+def test_new_hosts_join_both_clusters_with_one_site_yml_while_vllm_and_serve_keep_running(both):
+    """The fifth host joins cluster default, whose vLLM keeps running (its plan does not use the new GPU); the sixth
+    joins cluster b, where Serve gets the GPU for another replica without a new config or a restart."""
+    vllm_before, replicas = vllm_started(), serve_replicas()
     with CompletionPoller(timeout=120, url=ROUTER_URL) as poller:
-        rc, out = playbook("site.yml", inventory=inventory)
+        rc, out = playbook("site.yml", inventory=both)
         assert rc == 0, out[-6000:]
         joined(PEERS)
         plan_unchanged(out)
         assert vllm_started() == vllm_before, "vLLM restarted for a node its plan does not use"
-        # Its weights came from the nodes that have them (model_distribution: peers), not from the controller.
+        wait_for(lambda: b_nodes().get(B_ADDRESS) == 1, timeout=300)
+        assert sum(b_nodes().values()) == 4
+        assert B_ADDRESS not in alive_ips()  # not a member of cluster default
+        wait_for(lambda: scraped(B_ADDRESS), timeout=120)
+        assert opens_to("ray-b-head", B_ADDRESS), f"the firewall of ray-b-head does not let {SIXTH} in"
+        # Their weights came from the nodes that have them (model_distribution: peers), not from the controller.
         said = " ".join(out.split())
         # From every node that has them: both clusters serve tiny-llama (in the inventory's order).
         fetched = re.search(rf"{FIFTH}: fetching the weights from ([\w, -]+?)(;|'|\"|$)", said)
@@ -150,34 +191,42 @@ def test_a_fifth_host_joins_with_site_yml_and_vllm_keeps_running(inventory):
             h for t, st, h in task_results(out) if "copy the weights from the controller" in t and st == "changed"
         ]
         assert copied == [], copied
-    served(poller, "a fifth host joins")
+    served(poller, "new hosts join both clusters")
+    assert serve_replicas() == replicas, "Serve replaced replicas for a new node"
     # Installed without compiling: only what its own imports compiled has bytecode (every module, on the others).
     count = "find -L /opt/vllm/current/lib -name '*.{}' | wc -l"
     sources, compiled = int(sh(FIFTH, count.format("py"))), int(sh(FIFTH, count.format("pyc")))
     assert compiled < sources / 2, (sources, compiled)
 
 
-def test_it_leaves_with_remove_node_and_a_second_removal_changes_nothing(inventory):
+def test_they_leave_with_one_remove_node_and_a_second_removal_changes_nothing(both):
     vllm_before = vllm_started()
     with CompletionPoller(timeout=120, url=ROUTER_URL) as poller:
-        rc, out = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={FIFTH}", inventory=inventory)
+        rc, out = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={FIFTH},{SIXTH}", inventory=both)
         assert rc == 0, out[-6000:]
-        removed(out)
-    served(poller, "the fifth host leaves")
-    # Ray drained it (through its GCS, with the token) before it stopped, and says so in its record of the node.
+        removed(out, f"{FIFTH}, {SIXTH}", "them")
+        assert B_ADDRESS not in b_nodes() and sum(b_nodes().values()) == 3, out[-6000:]
+        wait_for(lambda: not scraped(B_ADDRESS), timeout=120)
+        assert not opens_to("ray-b-head", B_ADDRESS), f"the firewall of ray-b-head still lets {SIXTH} in"
+    served(poller, "the new hosts leave")
+    assert complete(url=CLUSTER_URLS["b"]) >= 1
+    # Ray drained them (through their cluster's GCS, with its token) before they stopped, and says so in its record of
+    # the node.
     assert f"Upgrade | Ray drains {FIFTH}]" in out and f"changed: [ray-head] => (item={ADDRESS})" in out
+    assert f"Upgrade | Ray drains {SIXTH}]" in out and f"changed: [ray-b-head] => (item={B_ADDRESS})" in out
     dead = [n for n in ray_api("/api/v0/nodes?limit=1000&detail=1")["data"]["result"]["result"]
             if n["node_ip"] == ADDRESS and n["state"] == "DEAD"]  # fmt: skip
     last = max(dead, key=lambda n: n.get("end_time_ms") or 0)
     assert "preemption: leaving cluster default (rayvllm.fleet remove_node.yml)" in last["state_message"], last
-    assert sh(FIFTH, "systemctl is-active ray-worker.service") != "active"
-    assert sh(FIFTH, "systemctl is-enabled ray-worker.service") == "disabled"
+    for host in (FIFTH, SIXTH):
+        assert sh(host, "systemctl is-active ray-worker.service") != "active"
+        assert sh(host, "systemctl is-enabled ray-worker.service") == "disabled"
     # vLLM had no rank there (it started before the node joined): it kept serving, and the run says so.
     assert "vLLM restarts on the GPUs of" not in out
     assert vllm_started() == vllm_before
-    rc, again = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={FIFTH}", inventory=inventory)
+    rc, again = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={FIFTH},{SIXTH}", inventory=both)
     recap, unchanged = ran(again)
-    assert rc == 0 and FIFTH in recap and unchanged, again[-4000:]
+    assert rc == 0 and FIFTH in recap and SIXTH in recap and unchanged, again[-4000:]
 
 
 def test_a_limited_site_yml_brings_a_removed_node_back(inventory):
@@ -248,44 +297,3 @@ def test_a_removed_dead_server_back_is_reset_to_nothing_of_ours(inventory):
     assert rc == 0 and ran(again)[1], again[-4000:]
     assert ADDRESS not in alive_ips()
     assert complete() >= 1
-
-
-def b_nodes():
-    """Cluster b's ALIVE nodes: {address: GPUs}."""
-    return {n["node_ip"]: n.get("resources_total", {}).get("GPU", 0) for n in alive_nodes(B_DASHBOARD, b_token())}
-
-
-def serve_replicas():
-    """Cluster b's Serve replicas: {deployment: sorted replica ids} (a new id is a replica replaced)."""
-    deployments = serve_details()["applications"]["llm"]["deployments"]
-    return {name: sorted(r["replica_id"] for r in d["replicas"]) for name, d in deployments.items()}
-
-
-@waits_for_room("a node of the ray_serve cluster b (about 5 min)")
-def test_a_fifth_host_joins_the_ray_serve_cluster_b_and_leaves_it_while_serve_keeps_its_replicas():
-    """Cluster b's settings are cluster-wide (preflight refuses a node that differs): the new node gets ray-b-head's
-    host_vars with one GPU of its own. Serve gets the GPU for another replica without a new config or a restart."""
-    b_vars = yaml.safe_load((ROOT / "inventories/sandbox/host_vars/ray-b-head.yml").read_text())
-    start_host(FIFTH, ADDRESS)
-    try:
-        inventory = sandbox_inventory(
-            "fifth-host-b", add_hosts={"ray_workers": [FIFTH]}, host_vars={FIFTH: {**b_vars, "ray_num_gpus": 1}}
-        )
-        replicas = serve_replicas()
-        with CompletionPoller(timeout=120, url=ROUTER_URL) as poller:
-            rc, out = playbook("site.yml", inventory=inventory)
-            assert rc == 0, out[-6000:]
-            wait_for(lambda: b_nodes().get(ADDRESS) == 1, timeout=300)
-            assert sum(b_nodes().values()) == 4
-            assert ADDRESS not in alive_ips()  # not a member of cluster default
-        served(poller, "a fifth host joins cluster b")
-        assert serve_replicas() == replicas, "Serve replaced replicas for a new node"
-        with CompletionPoller(timeout=120, url=ROUTER_URL) as poller:
-            rc, out = playbook("playbooks/remove_node.yml", "-e", f"remove_nodes={FIFTH}", inventory=inventory)
-            assert rc == 0, out[-6000:]
-            assert ADDRESS not in b_nodes() and sum(b_nodes().values()) == 3, out[-6000:]
-            assert f"{FIFTH} left the fleet: take it out of the inventory now" in out
-        served(poller, "the fifth host leaves cluster b")
-        assert complete(url="http://10.77.0.13:8000") >= 1
-    finally:
-        subprocess.run(["docker", "rm", "-f", FIFTH], capture_output=True, check=False)
