@@ -99,6 +99,12 @@ def test_extra_rule_file_named_like_the_projects(run_preflight, tmp_path):
     )
 
 
+def test_alert_duration_of_an_alert_no_rule_defines(run_preflight):
+    rc, out = run_preflight(with_monitoring(), {**GOOD, "prometheus_alert_for": {"ScrapeTargetDwn": "30s"}})
+    assert rc != 0
+    assert "prometheus_alert_for on node-a names alerts no rule file defines: ScrapeTargetDwn" in out
+
+
 @pytest.mark.parametrize("name", ["vllm.json", "ray-default.json"])
 def test_extra_dashboard_named_like_a_managed_one(run_preflight, tmp_path, name):
     path = tmp_path / name

@@ -189,7 +189,8 @@ def test_a_stopped_worker_host_delivers_an_alert_and_rejoins_when_it_restarts():
             ]
 
         def names_the_host():
-            # VllmDown (for: 1m, on the head) may come first; the host's own alert (for: 2m) names it.
+            # VllmDown (for: 1m, on the head) may come first; the host's own alert (ScrapeTargetDown, for: 30s in the
+            # sandbox: prometheus_alert_for) names it.
             alerts = delivered()
             return alerts if any(lab.get("host") == "ray-worker-2" for _at, lab in alerts) else None
 

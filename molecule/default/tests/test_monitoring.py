@@ -112,6 +112,9 @@ def test_the_alert_rules_are_loaded_and_quiet_on_a_healthy_fleet():
     assert {"rayvllm-targets", "rayvllm-ray", "rayvllm-vllm", "rayvllm-gpu"} <= set(groups)
     firing = [a for a in api("alerts")["alerts"] if a["state"] == "firing"]
     assert firing == []
+    # The sandbox's prometheus_alert_for sets ScrapeTargetDown's `for` (30 s); the other rules keep the project's.
+    durations = {r["name"]: r.get("duration") for g in groups.values() for r in g["rules"] if r["type"] == "alerting"}
+    assert durations["ScrapeTargetDown"] == 30 and durations["RayNodesMissing"] == 120, durations
 
 
 def test_every_rule_expression_parses_on_the_live_prometheus():

@@ -6,6 +6,7 @@
 import os
 import re
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.alert_rules import alert_names, is_duration
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
     is_sequence,
@@ -76,6 +77,8 @@ def problems(values, host, model, context):
             "from the project's rules (%s); missing: %s." % (", ".join(names), ", ".join(missing) or "none")
         )
 
+    found.extend(_alert_for_problems(v.get("prometheus_alert_for"), rule_files, host))
+
     bad = unsafe(v, ("prometheus_install_root", "prometheus_config_dir", "prometheus_data_dir",
                      "prometheus_systemd_hardening"))  # fmt: skip
     listen, retention = text(v.get("prometheus_web_listen_address")), text(v.get("prometheus_retention_time"))
@@ -86,4 +89,32 @@ def problems(values, host, model, context):
             "characters." % (host, "".join(b + ". " for b in bad), CONTROL_RE.sub("?", listen),
                              CONTROL_RE.sub("?", retention))
         )  # fmt: skip
+    return found
+
+
+def _alert_for_problems(durations, rule_files, host):
+    """prometheus_alert_for: {alert: duration}, each alert defined by a rule file that exists."""
+    if durations in (None, {}):
+        return []
+    if not isinstance(durations, dict):
+        kind = type(durations).__name__
+        return ["prometheus_alert_for on %s must be a mapping {alert: duration} (got a %s)." % (host, kind)]
+    known = []
+    for path in rule_files:
+        if os.path.isfile(path):
+            with open(path, encoding="utf-8") as handle:
+                known.extend(alert_names(handle.read()))
+    unknown = sorted(str(name) for name in durations if name not in known)
+    bad = sorted("%s: %r" % (name, value) for name, value in durations.items() if not is_duration(value))
+    found = []
+    if unknown:
+        found.append(
+            "prometheus_alert_for on %s names alerts no rule file defines: %s. The alerts: %s."
+            % (host, ", ".join(unknown), ", ".join(sorted(set(known))))
+        )
+    if bad:
+        found.append(
+            "prometheus_alert_for on %s: each value must be a Prometheus duration such as 30s, 5m or 1h30m (got %s)."
+            % (host, ", ".join(bad))
+        )
     return found
