@@ -92,22 +92,49 @@ def test_the_rollout_reads_what_the_serving_interface_declares():
     assert [name for name in sorted(read) if f"C({name})" not in spec] == []
 
 
-# The one serving-mode branch left in the rollout, and why.
-MODE_BRANCHES = {
-    "roles/upgrade/tasks/plan.yml": "a vllm_serve node's model link (the model role records one for ray_serve models "
-    "too, which Serve loads from their revision directories: no link to switch)",
-}
+# A line that branches on the serving mode: compares the mode, or compares something with a mode's name.
+MODE = r"['\"](vllm_serve|ray_serve)['\"]"
+MODE_BRANCH = re.compile(
+    r"(vllm_serving_mode|serving\.mode)\s*(==|!=|\bin\b|\bnot in\b)"
+    rf"|(==|!=|equalto['\"],)\s*{MODE}|{MODE}\s*(==|!=|\bin\b|\bnot in\b)"
+)
 
 
-def test_the_rollout_does_not_branch_on_the_serving_mode():
-    """The serving steps go through roles/serving, which dispatches on the mode: the rollout itself does not."""
-    found = {
-        str(path.relative_to(ROOT))
-        for path in ROLLOUT
-        for _n, line in code_lines(path)
-        if "vllm_serving_mode" in line or "serving.mode" in line
-    }
-    assert found == set(MODE_BRANCHES), found
+def test_nothing_branches_on_the_serving_mode_outside_the_fleet_model_and_the_dispatcher():
+    """The roles and playbooks read what a mode asks of them from the fleet model's table of modes
+    (fleet_node.serving) and go through roles/serving for the serving steps: no line of theirs names a mode."""
+    files = [
+        *sorted((ROOT / "playbooks").glob("*.yml")),
+        ROOT / "site.yml",
+        *(
+            path
+            for role in ROLES
+            if role != "serving"
+            for part in ("tasks", "vars", "handlers", "defaults", "templates")
+            for path in sorted((ROOT / "roles" / role / part).glob("*"))
+            if path.suffix in (".yml", ".j2")
+        ),
+    ]
+    assert len(files) > 100, len(files)
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in files
+        for number, line in code_lines(path)
+        if MODE_BRANCH.search(line)
+    ]
+    assert found == [], "\n".join(found)
+
+
+def test_the_mode_branch_pattern_finds_the_branches_it_is_meant_to():
+    for line in (
+        "when: vllm_serving_mode == 'ray_serve'",
+        'when: fleet_node.serving.mode != "vllm_serve"',
+        "{{ ray_serve_models if s.vllm_serving_mode in ['ray_serve'] else [] }}",
+        "| rejectattr('value.settings.vllm_serving_mode', 'equalto', 'vllm_serve')",
+    ):
+        assert MODE_BRANCH.search(line), line
+    for line in ("tags: [vllm, vllm_serve]", "name: rayvllm.fleet.ray_serve", "input_problems('ray_serve', host)"):
+        assert not MODE_BRANCH.search(line), line
 
 
 def test_every_fact_the_rollout_plan_reads_from_a_node_is_declared_by_the_role_that_publishes_it():

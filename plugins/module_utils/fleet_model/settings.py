@@ -4,6 +4,8 @@
 """The settings the fleet model reads, resolved once for every host of the fleet (Ray nodes, monitoring hosts,
 routers): the inventory's value, else the owning role's default."""
 
+import copy
+
 # Ports Ray listens on at every node, and at a head only.
 RAY_NODE_PORTS = (
     "ray_metrics_export_port",
@@ -143,23 +145,82 @@ def resolve(hosts, defaults, names):
     return result
 
 
+# What each serving mode asks of the rest of the fleet, one row per mode (vllm_serving_mode; docs/architecture.md,
+# "Adding a serving mode"): the roles read these through fleet_node.serving and never branch on the mode's name.
+#   role: implements the serving interface (roles/serving: its serving_<operation>.yml files);
+#   checks: the role whose validate.yml preflight runs on the cluster's nodes, beyond every node's ('' for none);
+#   ray_extras: Ray's pip extras the mode needs, in Ray's venv and in vLLM's;
+#   venv_requirements: more packages in vLLM's venv;
+#   ray_environment: more environment of Ray's units (ray_environment still wins);
+#   model_path: whether the cluster serves model_path (the model role stages and links it) or a list of models of its
+#     own, models_setting, which the stage play spreads over the fleet once per model;
+#   watchdog: whether vllm-watchdog guards the cluster's server;
+#   vllm_port_metrics: whether Prometheus scrapes vLLM's metrics at the head's vllm_port (else the engines report
+#     through Ray's metrics export port).
+SERVING_MODES = {
+    "vllm_serve": {
+        "role": "rayvllm.fleet.vllm",
+        "checks": "",
+        "ray_extras": [],
+        "venv_requirements": [],
+        "ray_environment": {},
+        "model_path": True,
+        "models_setting": "",
+        "watchdog": True,
+        "vllm_port_metrics": True,
+    },
+    # Serve's controller and proxies run in Ray (the dashboard's Serve API answers 501 without them). Ray keeps no
+    # idle worker (RAY_num_workers_soft_limit 0: one idle a second is ended): each replica's start runs Ray LLM's
+    # tasks (initialize_remote_node, _get_vllm_engine_config) in workers of the vLLM venv that import vLLM and then
+    # sat idle at about 700 MB each, one more per replica start up to the node's CPU count (6 on the sandbox's b
+    # after its Serve stage's changes, 2026-11-28). Serve replaces a hung replica itself (its health check asks the
+    # engine): no watchdog. venv_requirements: what `import ray.serve.llm` needs beyond ray[serve] and vLLM, the
+    # [llm] extra's Requires-Dist in Ray's METADATA less vllm itself (the extra pins the CUDA `vllm`, not
+    # vllm_package), the CUDA-only nixl wheels and the build tools (ninja, meson, pybind11); Ray 2.59/2.60 list the
+    # same.
+    "ray_serve": {
+        "role": "rayvllm.fleet.ray_serve",
+        "checks": "rayvllm.fleet.ray_serve",
+        "ray_extras": ["serve"],
+        "venv_requirements": [
+            "pyarrow>=17.0.0", "pandas>=2.2.3", "fsspec", "jsonref>=1.1.0", "jsonschema", "typer", "hf_transfer",
+        ],
+        "ray_environment": {"RAY_num_workers_soft_limit": "0"},
+        "model_path": False,
+        "models_setting": "ray_serve_models",
+        "watchdog": False,
+        "vllm_port_metrics": False,
+    },
+}  # fmt: skip
+
+
 def serving(settings):
     """What every serving mode of a node needs (roles/serving and the modes' implementations): the mode, resolved here
-    once; the vLLM venv of the node's pinned versions (the vllm role builds it: ``vllm serve`` runs from it, Ray Serve
-    LLM's replicas run its python); the directory that keeps torch inductor's compiled kernels across restarts (in
-    Ray's temp directory, writable in the Ray units on every node). No secret and no user environment: those stay in
-    the roles' own variables."""
+    once, and its row of SERVING_MODES; the models it stages beyond model_path (its models_setting's list); the vLLM
+    venv of the node's pinned versions (the vllm role builds it: ``vllm serve`` runs from it, Ray Serve LLM's replicas
+    run its python); the directory that keeps torch inductor's compiled kernels across restarts (in Ray's temp
+    directory, writable in the Ray units on every node). No secret and no user environment: those stay in the roles'
+    own variables. A mode SERVING_MODES lacks gets vllm_serve's row here: preflight refuses it (the vllm role's
+    argument spec), before any host changes."""
+    mode = settings.get("vllm_serving_mode") or "vllm_serve"
+    row = SERVING_MODES.get(mode, SERVING_MODES["vllm_serve"])
     venv = "%s/%s-ray%s" % (
         settings.get("vllm_install_root"),
         settings.get("vllm_version"),
         settings.get("ray_version"),
     )
-    return {
-        "mode": settings.get("vllm_serving_mode") or "vllm_serve",
-        "venv": venv,
-        "python": venv + "/bin/python",
-        "compile_cache_dir": "%s/compile-cache/torchinductor" % settings.get("ray_temp_dir"),
-    }
+    models = settings.get(row["models_setting"]) if row["models_setting"] else None
+    result = {key: copy.deepcopy(value) for key, value in row.items() if key != "models_setting"}
+    result.update(
+        {
+            "mode": mode,
+            "models": models if isinstance(models, list) else [],
+            "venv": venv,
+            "python": venv + "/bin/python",
+            "compile_cache_dir": "%s/compile-cache/torchinductor" % settings.get("ray_temp_dir"),
+        }
+    )
+    return result
 
 
 def node_settings(settings):

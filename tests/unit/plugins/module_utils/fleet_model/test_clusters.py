@@ -231,22 +231,40 @@ def test_token_auth_is_explicit_and_uniform_within_a_cluster():
     ]
 
 
-def test_each_node_names_its_serving_mode_venv_and_compile_cache_once():
-    """The serving interface's dispatcher and both modes read these (roles/serving): the mode resolved (the vllm
-    role's default where the inventory sets none), the venv of the pinned versions, its python."""
+def test_each_node_names_its_serving_mode_what_the_mode_asks_venv_and_compile_cache_once():
+    """The serving interface's dispatcher, both modes and the roles around them read these (roles/serving): the mode
+    resolved (the vllm role's default where the inventory sets none), its row of the table of modes (the roles never
+    branch on the mode's name), its own models, the venv of the pinned versions, its python."""
+    models = [{"name": "tiny-chat", "model_path": "/srv/models/tiny-chat"}]
     hosts = {
         "h": host("10.0.0.1", "a"),
-        "s": host("10.0.0.2", "b", vllm_serving_mode="ray_serve", vllm_version="0.27.0"),
+        "s": host("10.0.0.2", "b", vllm_serving_mode="ray_serve", vllm_version="0.27.0", ray_serve_models=models),
     }
     model, problems = build(["h", "s"], [], hosts)
     assert problems == []
     root = DEFAULTS["vllm_install_root"]
     assert model["nodes"]["h"]["serving"] == {
         "mode": "vllm_serve",
+        "role": "rayvllm.fleet.vllm",
+        "checks": "",
+        "ray_extras": [],
+        "venv_requirements": [],
+        "ray_environment": {},
+        "model_path": True,
+        "models": [],
+        "watchdog": True,
+        "vllm_port_metrics": True,
         "venv": "%s/%s-ray%s" % (root, PINNED["vllm_version"], PINNED["ray_version"]),
         "python": "%s/%s-ray%s/bin/python" % (root, PINNED["vllm_version"], PINNED["ray_version"]),
         "compile_cache_dir": DEFAULTS["ray_temp_dir"] + "/compile-cache/torchinductor",
     }
     serving = model["nodes"]["s"]["serving"]
-    assert serving["mode"] == "ray_serve"
+    assert serving["mode"] == "ray_serve" and serving["role"] == serving["checks"] == "rayvllm.fleet.ray_serve"
+    assert serving["ray_extras"] == ["serve"] and "pyarrow>=17.0.0" in serving["venv_requirements"]
+    assert serving["ray_environment"] == {"RAY_num_workers_soft_limit": "0"}
+    assert serving["models"] == models and not serving["model_path"] and not serving["watchdog"]
+    assert not serving["vllm_port_metrics"]
     assert serving["python"] == "%s/0.27.0-ray%s/bin/python" % (root, PINNED["ray_version"])
+    # Each node has its own copy: changing one (as a template's combine would not) leaves the table as it is.
+    serving["ray_extras"].append("x")
+    assert build(["h", "s"], [], hosts)[0]["nodes"]["s"]["serving"]["ray_extras"] == ["serve"]
