@@ -2,7 +2,8 @@
 benchmarks/router_policy.py: a fixed number of slots and a fixed time per output token, no CPU to answer):
 
 - haproxy: HAProxy reads each request's model and sends it to that model's vllm-router instance (the configuration
-  plugins/module_utils/front_door.py builds), in front of one vllm-router per model as the router role runs them;
+  plugins/module_utils/planners/front_door.py builds), in front of one vllm-router per model as the router role
+  runs them;
 - igw: one vllm-router in its multi-model mode (``--enable-igw``), each (backend, model) registered with
   ``POST /workers``.
 
@@ -31,7 +32,7 @@ from router_policy import Backend, free_port, load, router_args, wait_answers
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path[:0] = [os.path.join(ROOT, "collections"), os.path.join(ROOT, "roles", "router", "files")]
-from ansible_collections.rayvllm.fleet.plugins.module_utils import front_door  # noqa: E402
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners import front_door  # noqa: E402
 from vllm_router_launch import with_workable_policy  # noqa: E402  # the policy the router host's launcher starts
 
 SLOTS, TPOT = 8, 0.010

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "collections"))
-from ansible_collections.rayvllm.fleet.plugins.module_utils.grafana_dashboard import panel_queries  # noqa: E402
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.grafana_dashboard import panel_queries  # noqa: E402
 
 
 def main(paths):

@@ -58,7 +58,8 @@ def main(url, model, requests, concurrency, max_tokens, deadline_s):
                 key = re.sub(r"\\(.)", r"\1", value[1:-1] if value.startswith('"') else value)
         lines = text.strip().splitlines()
         # A file holding only the key (a ray_serve cluster's; '=' may end a base64 key), not an environment line:
-        # the rule of read_api_key in plugins/module_utils/fleet_status.py (this script runs alone on the host).
+        # the rule of read_api_key in plugins/module_utils/backends/fleet_status.py (this script runs alone on the
+        # host).
         env_line = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=[\"']|[A-Z_][A-Z0-9_]*=)")
         if not key and len(lines) == 1 and not env_line.match(lines[0].strip()):
             key = lines[0].strip()

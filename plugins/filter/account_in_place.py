@@ -5,7 +5,7 @@
 
 
 def account_in_place(accounts, user=None, group=None, home=None, shell=None, create_home=False, groups=()):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.host_facts import account_in_place as _in_place
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.host_facts import account_in_place as _in_place
 
     return _in_place(
         accounts, user=user, group=group, home=home, shell=shell, create_home=create_home, groups=groups or ()

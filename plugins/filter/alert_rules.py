@@ -7,7 +7,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def alert_for(text, durations):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.alert_rules import with_for
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.alert_rules import with_for
 
     if not isinstance(durations, dict):
         raise AnsibleFilterError("alert_for: expected {alert: duration}, got %s" % type(durations).__name__)

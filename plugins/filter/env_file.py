@@ -7,7 +7,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def env_file(variables):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.env_file import env_file as _env_file
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.env_file import env_file as _env_file
 
     try:
         return _env_file(variables)

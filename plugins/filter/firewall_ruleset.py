@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see LICENSE)
-"""The host firewall's nftables rule set, ufw rules and firewalld policy (see module_utils/firewall.py)."""
+"""The host firewall's nftables rule set, ufw rules and firewalld policy (see module_utils/planners/firewall.py)."""
 
 
 def firewall_ruleset(
@@ -14,7 +14,7 @@ def firewall_ruleset(
     ufw_user_rules="",
     firewalld_probe="",
 ):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import (
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.firewall import (
         SSH_COMMENT,
         firewalld_state,
         firewalld_xml,

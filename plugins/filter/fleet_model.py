@@ -23,7 +23,7 @@ def _fleet():
 
 
 def _spec():
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import spec
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import spec
 
     return spec
 

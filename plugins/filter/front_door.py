@@ -1,13 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see LICENSE)
-"""The front door's HAProxy files on one router host (logic in module_utils/front_door.py and door_tenants.py)."""
+"""The front door's HAProxy files on one router host (logic in module_utils/planners/front_door.py and
+door_tenants.py)."""
 
 from ansible.errors import AnsibleFilterError
 
 
 def front_door(routers, host, map_path, max_body_bytes=1048576, timeout_s=600, tenancy=None, lua_path=None):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.front_door import LUA_PATH, door_files
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.front_door import LUA_PATH, door_files
 
     try:
         return door_files(
@@ -19,13 +20,13 @@ def front_door(routers, host, map_path, max_body_bytes=1048576, timeout_s=600, t
 
 
 def door_tenant_map(tenants, served):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.door_tenants import tenant_map
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.door_tenants import tenant_map
 
     return tenant_map(tenants, served)
 
 
 def door_keys_map(keys):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.door_tenants import keys_map
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.door_tenants import keys_map
 
     try:
         return keys_map(keys)

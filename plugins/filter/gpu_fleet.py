@@ -7,7 +7,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def gpu_fleet_problems(reports, tensor_parallel_size=0, allow_cross_node_tp=False, require_nvlink=False):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.gpu_topology import fleet_problems
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.gpu_topology import fleet_problems
 
     if not isinstance(reports, dict):
         raise AnsibleFilterError("gpu_fleet_problems expects a dict {host: gpu_topology result}")
@@ -23,7 +23,7 @@ def gpu_fleet_problems(reports, tensor_parallel_size=0, allow_cross_node_tp=Fals
 
 
 def gpu_needs_fabric_manager(facts):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.gpu_topology import needs_fabric_manager
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.gpu_topology import needs_fabric_manager
 
     try:
         return needs_fabric_manager(facts)

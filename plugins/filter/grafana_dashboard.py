@@ -7,7 +7,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def grafana_dashboard_problems(dashboard, datasource_uid, datasource_name=None):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.grafana_dashboard import dashboard_problems
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.grafana_dashboard import dashboard_problems
 
     if not datasource_uid:
         raise AnsibleFilterError("grafana_dashboard_problems needs the provisioned datasource uid")

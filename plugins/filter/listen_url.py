@@ -7,7 +7,7 @@ from ansible.errors import AnsibleFilterError
 
 
 def listen_url(listen, any_host="127.0.0.1", scheme="http"):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.listen_address import listen_url as _listen_url
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.listen_address import listen_url as _listen_url
 
     try:
         return _listen_url(listen, any_host=any_host, scheme=scheme)

@@ -16,7 +16,7 @@ def _recorded(hosts, hostvars, fact):
 
 
 def model_share_round(hosts, hostvars, node, fact="__peer_share"):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.model_share import round_plan
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.model_share import round_plan
 
     shares = {host: dict(found) for host, found in _recorded(hosts, hostvars, fact)}
     try:
@@ -38,7 +38,7 @@ def model_share_needed(hosts, hostvars, fact="__model_complete"):
 def model_stage_slots(hosts, hostvars, node, fact="__model_stage"):
     """The fleet's models in one order, and ``node``'s settings for each (``serves`` false where it does not serve
     it): each host recorded as ``fact`` the settings of every model it stages."""
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.model_share import stage_slots
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.model_share import stage_slots
 
     models = {host: list(found) for host, found in _recorded(hosts, hostvars, fact)}
     return stage_slots(list(hosts), models, node)

@@ -11,7 +11,7 @@ def _gpus(declared):
 
 
 def ray_serve_problems(models, cluster, declared_gpus=None, ray_version=None, vllm_version=None, allow_mismatch=False):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_serve import model_problems
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.serve_models import model_problems
 
     try:
         return model_problems(
@@ -27,7 +27,7 @@ def ray_serve_problems(models, cluster, declared_gpus=None, ray_version=None, vl
 
 
 def ray_serve_surge(models, declared_gpus, ray_version, max_surge_percent):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_serve import surge_plan
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.serve_models import surge_plan
 
     try:
         return surge_plan(models, _gpus(declared_gpus), str(ray_version), int(max_surge_percent or 0))

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see LICENSE)
-"""Filters for values written into systemd units (see module_utils/systemd_unit.py)."""
+"""Filters for values written into systemd units (see module_utils/planners/systemd_unit.py)."""
 
 from ansible.errors import AnsibleFilterError
 
@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 def _unit():
     # Imported on first use: Ansible loads every filter file of the collection to find any one filter, in every
     # worker process, so a file's imports cost every task that uses a rayvllm.fleet filter.
-    from ansible_collections.rayvllm.fleet.plugins.module_utils import systemd_unit
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.planners import systemd_unit
 
     return systemd_unit
 

@@ -127,7 +127,7 @@ alertmanager:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_status import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.fleet_status import (
     probe_alertmanager,
     probe_ray,
     probe_router,

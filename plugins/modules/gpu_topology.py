@@ -150,7 +150,7 @@ numa_affinity:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.gpu_topology import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.gpu_topology import (
     GpuTopologyError,
     check_expectations,
     collect,

@@ -141,14 +141,14 @@ probe:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_facts import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.host_facts import (
     collect_facts,
     node_interface,
     read_accounts,
     read_packages,
     read_running_units,
 )
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_probe import probe as host_probe
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.host_probe import probe as host_probe
 
 
 def main():

@@ -123,7 +123,7 @@ changed_paths:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_files import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.host_files import (
     FilesError,
     apply_directory,
     apply_file,

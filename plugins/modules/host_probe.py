@@ -113,7 +113,7 @@ paths:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_probe import probe
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.host_probe import probe
 
 
 def main():

@@ -91,7 +91,7 @@ import shutil
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_reset import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.host_reset import (
     accounts_to_remove,
     parse_group,
     parse_passwd,

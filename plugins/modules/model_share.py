@@ -141,7 +141,7 @@ events:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils import model_share
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends import model_share
 
 
 def _own(module, directory):

@@ -164,7 +164,7 @@ in_use:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.python_venv import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.python_venv import (
     MARKER,
     bytecode_donors,
     compile_command,
@@ -177,7 +177,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.python_venv import (
     source_args,
     uv_tool_commands,
 )
-from ansible_collections.rayvllm.fleet.plugins.module_utils.venv_prune import link_target, prune
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.venv_prune import link_target, prune
 
 
 def run(module, argv, environ=None):

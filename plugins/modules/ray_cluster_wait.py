@@ -124,7 +124,7 @@ missing_ips:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_state import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.ray_state import (
     fetch_nodes,
     read_token_file,
     shortfall_message,

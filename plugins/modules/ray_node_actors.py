@@ -81,7 +81,7 @@ nodes:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_state import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.ray_state import (
     DashboardUnreachable,
     actors_url,
     fetch_json,

@@ -162,21 +162,23 @@ waited_s:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_state import read_token_file
-from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_serve import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.ray_state import read_token_file
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.serve_models import supports_max_surge
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.ray_serve import (
     ServeError,
-    build_config,
-    classify,
     get_details,
-    normalize,
     parse_status,
     put_config,
-    restorable,
     running_config,
-    served_models,
-    supports_max_surge,
-    to_text,
     wait_running,
+)
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.serve_config import (
+    build_config,
+    classify,
+    normalize,
+    restorable,
+    served_models,
+    to_text,
 )
 
 REQUIRED_SETTINGS = ("app_name", "python", "ingress_dir", "api_key_file", "http_host", "http_port")

@@ -77,7 +77,7 @@ in_use:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.venv_prune import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.venv_prune import (
     prune,
 )
 

@@ -101,7 +101,11 @@ import json
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import PlanError, plan, running_sizes
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.vllm_parallelism import (
+    PlanError,
+    plan,
+    running_sizes,
+)
 
 
 def main():

@@ -143,8 +143,12 @@ model:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import EXIT_PROPERTIES, exit_reason, parse_show
-from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_client import VllmError, wait_ready
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.systemd_unit import (
+    EXIT_PROPERTIES,
+    exit_reason,
+    parse_show,
+)
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.vllm_client import VllmError, wait_ready
 
 
 def main():

@@ -1,6 +1,6 @@
 """The front door's tenants on a real HAProxy (Debian 12's 2.6, unpacked under .cache/haproxy by
 scripts/debian-unpack.sh) in front of two stand-in routers on this machine that answer at once and echo what they
-received: keys, grants, limits, the audit log and the per-tenant metrics, as module_utils/front_door.py and
+received: keys, grants, limits, the audit log and the per-tenant metrics, as module_utils/planners/front_door.py and
 door_tenants.py write them and roles/router/files/rayvllm-door.lua counts them."""
 
 import http.client
@@ -20,8 +20,8 @@ import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "collections"))
-from ansible_collections.rayvllm.fleet.plugins.module_utils import door_tenants  # noqa: E402
-from ansible_collections.rayvllm.fleet.plugins.module_utils import front_door as fd  # noqa: E402
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners import door_tenants  # noqa: E402
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners import front_door as fd  # noqa: E402
 
 HAPROXY_DIR = ROOT / ".cache/haproxy"
 HAPROXY = HAPROXY_DIR / "x/usr/sbin/haproxy"

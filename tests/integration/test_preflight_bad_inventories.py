@@ -58,7 +58,7 @@ def test_stop_timeouts_must_be_counts(run_preflight, name, value, message):
 
 
 def interpreter_version(interpreter):
-    """The X.Y.Z an interpreter reports, asked the way preflight asks (plugins/module_utils/host_probe.py)."""
+    """The X.Y.Z an interpreter reports, asked the way preflight asks (plugins/module_utils/backends/host_probe.py)."""
     argv = [interpreter, "-c", "import platform; print(platform.python_version())"]
     return subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip()
 

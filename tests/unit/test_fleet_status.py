@@ -5,8 +5,8 @@ from urllib.error import HTTPError, URLError
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import fleet_status as fs
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import preflight
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends import fleet_status as fs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import preflight
 
 KEY = "sk-SECRET-4f9a2c71"
 TOKEN = "ray-TOKEN-19d0"

@@ -1,4 +1,4 @@
-from ansible_collections.rayvllm.fleet.plugins.module_utils import host_reset as hr
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends import host_reset as hr
 
 UNITS = ["ray-*.service", "vllm.service", "vllm-router@*.service", "vllm-watchdog.timer"]
 

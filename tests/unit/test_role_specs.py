@@ -40,7 +40,7 @@ def test_defaults_and_specs_agree(role):
             assert spec.get("default") == defaults.get(name), f"{name}: spec default differs from defaults/main.yml"
 
 
-# Where each role with input checks hands its variables to them (plugins/module_utils/inputs/, the filter
+# Where each role with input checks hands its variables to them (plugins/module_utils/checks/inputs/, the filter
 # rayvllm.fleet.input_problems): playbooks/preflight.yml runs these tasks before any host changes, and every value
 # they pass is also checked against the role's argument spec (type, elements, choices: inputs/spec.py).
 CHECKS_TASKS = {"firewall": "checks.yml", "preflight": "main.yml"}

@@ -42,7 +42,7 @@ from sandbox import (
     wait_for,
 )
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import grafana_dashboard
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners import grafana_dashboard
 
 
 def deployed_dashboards():

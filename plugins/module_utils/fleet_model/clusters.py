@@ -6,9 +6,9 @@ node's address and interface, and the GPUs each cluster declares."""
 
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import checks
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import values as checks
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.common import join, url, variants
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_facts import interface_addresses
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.host_facts import interface_addresses
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import (
     CLUSTER_UNIFORM,
     RAY_HEAD_PORTS,

@@ -4,7 +4,7 @@
 """What the fleet model's builders share: the fleet being built (inputs, resolved settings, problems, what each
 builder has published so far) and message helpers."""
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.listen_address import listen_url
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.listen_address import listen_url
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import resolve
 
 

@@ -2,9 +2,9 @@
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see LICENSE)
 """The firewall's exposure: who, outside a host's Ray cluster, reaches which of its ports. roles/firewall renders
-the rules (plugins/module_utils/firewall.py); the ports come from the services table (services.py)."""
+the rules (plugins/module_utils/planners/firewall.py); the ports come from the services table (services.py)."""
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import checks
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import values as checks
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.services import SERVICES, BadValues, runs_on
 
 

@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """The monitoring hosts of the fleet model: where Prometheus, Grafana and the Alertmanagers are reached."""
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import checks
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import values as checks
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.common import url
 
 

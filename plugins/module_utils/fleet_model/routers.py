@@ -2,13 +2,13 @@
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see LICENSE)
 """The routers of the fleet model: on every host of the ``router`` group, the front door (HAProxy at ``router_port``:
-every served model at one URL, module_utils/front_door.py) in front of one vllm-router per served model (vllm-router
-0.1.17 sends a request to any of its workers whatever its "model" field says), its backends the vLLM URL of every
-cluster serving that model (every model of a Ray Serve cluster's ray_serve_models)."""
+every served model at one URL, module_utils/planners/front_door.py) in front of one vllm-router per served model
+(vllm-router 0.1.17 sends a request to any of its workers whatever its "model" field says), its backends the vLLM URL
+of every cluster serving that model (every model of a Ray Serve cluster's ray_serve_models)."""
 
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import checks
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import values as checks
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.common import join, url, variants
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import SHARED_SETTINGS
 

@@ -10,7 +10,7 @@ and the scrape targets (the model's ``ports``, read by roles/prometheus/template
 
 from collections import namedtuple
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import checks
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import values as checks
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.common import join
 
 # key: the name in the model's ports; name: how messages and firewall comments call it; variables: the settings

@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.alert_rules import alert_names, is_duration, with_for
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.alert_rules import (
+    alert_names,
+    is_duration,
+    with_for,
+)
 
 PROJECT_RULES = Path(__file__).parents[4] / "roles/prometheus/files/rules/rayvllm-alerts.yml"
 

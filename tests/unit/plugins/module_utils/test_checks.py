@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import flag_values
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import flag_values
 
 FLAGS = ("--tool-call-parser", "--enable-auto-tool-choice", "--chat-template")
 

@@ -5,8 +5,8 @@ import hashlib
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import door_tenants as dt
-from ansible_collections.rayvllm.fleet.plugins.module_utils import front_door as fd
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners import door_tenants as dt
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners import front_door as fd
 
 SERVED = ["tiny-chat", "tiny-llama"]
 KEY_A, KEY_B = "a" * 16 + "-key-of-team-a", "b" * 16 + "-key-of-team-b"

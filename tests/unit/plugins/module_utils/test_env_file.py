@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.env_file import env_file, env_line
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.env_file import env_file, env_line
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,10 @@
 """The messages a failed serving change ends the run with: each outcome of a cluster's switch and of a ray_serve
-cluster's Serve config (module_utils/failure_reports.py)."""
+cluster's Serve config (module_utils/planners/failure_reports.py)."""
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.failure_reports import serve_failure, switch_failure
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.failure_reports import (
+    serve_failure,
+    switch_failure,
+)
 
 
 # The message of a failed switch (roles/upgrade/tasks/failed.yml): each outcome, behind a router and without one.

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.firewall import (
     firewalld_rules,
     firewalld_state,
     firewalld_xml,

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import front_door as fd
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners import front_door as fd
 
 ROUTERS = {"tiny-llama": "127.0.0.1:30000", "org/tiny-chat": "127.0.0.1:30001"}
 

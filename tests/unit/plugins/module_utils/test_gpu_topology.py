@@ -6,7 +6,7 @@ import sys
 import pytest
 from conftest import FIXTURES, ROOT
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import gpu_topology as gt
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends import gpu_topology as gt
 
 SMI = FIXTURES / "nvidia-smi"
 FAKE = SMI / "fake-nvidia-smi"

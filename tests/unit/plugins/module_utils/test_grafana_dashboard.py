@@ -3,7 +3,7 @@ import json
 import pytest
 from conftest import ROOT
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import grafana_dashboard as g
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners import grafana_dashboard as g
 
 UID, NAME = "rayvllm-prometheus", "Prometheus"
 DASHBOARDS = sorted((ROOT / "roles/grafana/files/dashboards").glob("*.json"))

@@ -1,9 +1,9 @@
-"""What fleet_facts reads of a host in one module call (plugins/module_utils/host_facts.py): the installed packages
-from a recorded dpkg status database, and the facts from Ansible's own collectors on this machine."""
+"""What fleet_facts reads of a host in one module call (plugins/module_utils/backends/host_facts.py): the installed
+packages from a recorded dpkg status database, and the facts from Ansible's own collectors on this machine."""
 
 import os
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import host_facts
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends import host_facts
 
 STATUS = """Package: python3
 Status: install ok installed

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import host_files as hf
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends import host_files as hf
 
 
 def test_a_missing_directory_is_created_with_its_mode(tmp_path):

@@ -1,9 +1,9 @@
-"""What preflight reads of a host in one module call (plugins/module_utils/host_probe.py), fed recorded /proc texts,
-a fake /proc directory and a fake command runner."""
+"""What preflight reads of a host in one module call (plugins/module_utils/backends/host_probe.py), fed recorded /proc
+texts, a fake /proc directory and a fake command runner."""
 
 import os
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import host_probe
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends import host_probe
 
 HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
 TCP = HEADER + (

@@ -1,11 +1,11 @@
-"""How the modules' HTTP clients read a response (plugins/module_utils/http_request.py), with fake openers."""
+"""How the modules' HTTP clients read a response (plugins/module_utils/clients/http_request.py), with fake openers."""
 
 import urllib.error
 import urllib.request
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import http_request
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients import http_request
 
 
 class Response:

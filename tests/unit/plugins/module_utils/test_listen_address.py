@@ -1,6 +1,6 @@
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.listen_address import listen_url
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.listen_address import listen_url
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""Weights spread between peers (plugins/module_utils/model_share.py): the chain plan, and real HTTP transfers
+"""Weights spread between peers (plugins/module_utils/backends/model_share.py): the chain plan, and real HTTP transfers
 between threads of this process on the loopback, each node on a port of its own."""
 
 import json
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import model_share
-from ansible_collections.rayvllm.fleet.plugins.module_utils.model_share import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends import model_share
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.model_share import (
     Fetcher,
     RateLimit,
     ShareError,

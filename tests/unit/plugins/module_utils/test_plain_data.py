@@ -5,7 +5,7 @@ import json
 from collections import OrderedDict
 from collections.abc import Mapping
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.plain_data import PlainOnRead, plain, plain_on_read
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.plain_data import PlainOnRead, plain, plain_on_read
 
 
 class Lazy(Mapping):

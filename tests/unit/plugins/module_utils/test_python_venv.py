@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import python_venv as pv
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends import python_venv as pv
 
 
 def test_the_record_is_the_one_the_role_template_wrote():

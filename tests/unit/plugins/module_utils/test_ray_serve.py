@@ -16,7 +16,9 @@ from urllib.error import HTTPError
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import ray_serve as rs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import serve_models as sm
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients import ray_serve as api
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners import serve_config as sc
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -51,7 +53,7 @@ SETTINGS = dict(
 
 
 def config(models=None, **settings):
-    return rs.build_config(models or [model(), model("tiny-chat", max_replicas=1)], dict(SETTINGS, **settings))
+    return sc.build_config(models or [model(), model("tiny-chat", max_replicas=1)], dict(SETTINGS, **settings))
 
 
 def details(cfg, app_status="RUNNING", replicas=None):
@@ -133,9 +135,9 @@ def test_build_config_surge_sources_and_extra_autoscaling():
 def test_a_new_ingress_file_is_a_new_code_version():
     one, two = config(code_version="aaaa"), config(code_version="bbbb")
     assert one["applications"][0]["runtime_env"]["env_vars"]["RAYVLLM_SERVE_CODE"] == "aaaa"
-    running = rs.running_config(details(one))
-    assert rs.classify(two, running)["kind"] == "rolling"
-    assert rs.classify(config(code_version="aaaa"), running)["changed"] is False
+    running = api.running_config(details(one))
+    assert sc.classify(two, running)["kind"] == "rolling"
+    assert sc.classify(config(code_version="aaaa"), running)["changed"] is False
 
 
 def test_the_key_is_never_in_the_config():
@@ -144,42 +146,42 @@ def test_the_key_is_never_in_the_config():
 
 
 def test_deployment_name_follows_ray():
-    assert rs.deployment_name("meta-llama/Llama-3.1-8B") == "LLMServer:meta-llama--Llama-3_1-8B"
+    assert sc.deployment_name("meta-llama/Llama-3.1-8B") == "LLMServer:meta-llama--Llama-3_1-8B"
 
 
 def test_same_config_is_no_change_even_with_floats_and_order():
     cfg = config()
-    running = rs.running_config(details(cfg))
+    running = api.running_config(details(cfg))
     running["applications"][0]["deployments"].reverse()
-    change = rs.classify(cfg, running, rs.parse_status(details(cfg)))
+    change = sc.classify(cfg, running, api.parse_status(details(cfg)))
     assert change["changed"] is False and change["kind"] == "none"
     assert change["models"] == {"tiny-llama": "unchanged", "tiny-chat": "unchanged"}
 
 
 def test_nothing_running_is_a_start():
     empty = {"controller_info": {}, "applications": {}}
-    assert rs.running_config(empty) is None
-    change = rs.classify(config(), None)
+    assert api.running_config(empty) is None
+    change = sc.classify(config(), None)
     assert change["kind"] == "start" and change["models"] == {"tiny-llama": "new", "tiny-chat": "new"}
 
 
 def test_the_running_config_can_be_sent_back_and_names_its_models():
     before = config()
-    previous = rs.restorable(rs.running_config(details(before)))
-    assert rs.served_models(previous) == ["tiny-chat", "tiny-llama"]
+    previous = sc.restorable(api.running_config(details(before)))
+    assert sc.served_models(previous) == ["tiny-chat", "tiny-llama"]
     # Sent back, it is the running config again: no change against what ran.
-    assert rs.classify(previous, rs.running_config(details(before)))["changed"] is False
-    assert rs.normalize(previous) == rs.normalize(before)
+    assert sc.classify(previous, api.running_config(details(before)))["changed"] is False
+    assert sc.normalize(previous) == sc.normalize(before)
     # Nothing to put back: Serve not running, or an application Serve shows without a deployed config.
-    assert rs.restorable(None) is None
-    assert rs.restorable({"proxy_location": "HeadOnly", "applications": [{"name": "llm"}]}) is None
-    assert rs.served_models(None) == []
+    assert sc.restorable(None) is None
+    assert sc.restorable({"proxy_location": "HeadOnly", "applications": [{"name": "llm"}]}) is None
+    assert sc.served_models(None) == []
 
 
 def test_replicas_change_is_in_place():
     before = config()
     after = config([model(min_replicas=2, max_replicas=3), model("tiny-chat", max_replicas=1)])
-    change = rs.classify(after, rs.running_config(details(before)), rs.parse_status(details(before)))
+    change = sc.classify(after, api.running_config(details(before)), api.parse_status(details(before)))
     assert change["kind"] == "in_place"
     assert change["models"] == {"tiny-llama": "in_place", "tiny-chat": "unchanged"}
     assert change["last_replica_down"] == []
@@ -188,17 +190,17 @@ def test_replicas_change_is_in_place():
 def test_engine_change_rolls_every_model_and_names_last_replicas():
     before = config()
     after = config([model(engine_kwargs={"max_model_len": 512}), model("tiny-chat", max_replicas=1)])
-    running = details(before, replicas={"LLMServer:tiny-llama": 2, rs.INGRESS_DEPLOYMENT: 2})
-    change = rs.classify(after, rs.running_config(running), rs.parse_status(running))
+    running = details(before, replicas={"LLMServer:tiny-llama": 2, sc.INGRESS_DEPLOYMENT: 2})
+    change = sc.classify(after, api.running_config(running), api.parse_status(running))
     assert change["kind"] == "rolling"
     assert change["models"] == {"tiny-llama": "engine", "tiny-chat": "rebuilt"}
     # tiny-llama runs 2 replicas (one at a time is replaced), tiny-chat 1: without surge it has none for a while.
     assert change["last_replica_down"] == ["tiny-chat"]
     # One ingress replica: replacing it takes every model off the endpoint for a while.
-    one_ingress = details(before, replicas={"LLMServer:tiny-llama": 2, rs.INGRESS_DEPLOYMENT: 1})
-    change = rs.classify(after, rs.running_config(one_ingress), rs.parse_status(one_ingress))
+    one_ingress = details(before, replicas={"LLMServer:tiny-llama": 2, sc.INGRESS_DEPLOYMENT: 1})
+    change = sc.classify(after, api.running_config(one_ingress), api.parse_status(one_ingress))
     assert change["last_replica_down"] == ["tiny-chat", "tiny-llama"]
-    surge = rs.classify(after, rs.running_config(running), rs.parse_status(running), max_surge=True)
+    surge = sc.classify(after, api.running_config(running), api.parse_status(running), max_surge=True)
     assert surge["last_replica_down"] == []
 
 
@@ -207,7 +209,7 @@ def test_weights_and_venv_changes_are_rolling():
     weights = config(model_sources={"tiny-llama": "/srv/models/tiny-llama.revisions/new"})
     venv = config(python="/opt/vllm/0.30.0-ray2.60.0/bin/python")
     for after, models in ((weights, {"tiny-llama": "engine", "tiny-chat": "rebuilt"}), (venv, None)):
-        change = rs.classify(after, rs.running_config(details(before)), rs.parse_status(details(before)))
+        change = sc.classify(after, api.running_config(details(before)), api.parse_status(details(before)))
         assert change["kind"] == "rolling"
         if models:
             assert change["models"] == models
@@ -216,14 +218,14 @@ def test_weights_and_venv_changes_are_rolling():
 def test_removed_model_is_named():
     before = config()
     after = config([model()])
-    change = rs.classify(after, rs.running_config(details(before)), rs.parse_status(details(before)))
+    change = sc.classify(after, api.running_config(details(before)), api.parse_status(details(before)))
     assert change["models"]["tiny-chat"] == "removed"
     assert "tiny-chat" in change["last_replica_down"]
 
 
 def test_http_options_change_is_reported():
     before = config()
-    change = rs.classify(config(http_port=9000), rs.running_config(details(before)))
+    change = sc.classify(config(http_port=9000), api.running_config(details(before)))
     assert change["http_restart"] == ["http_options"]
     assert change["kind"] == "serve_restart"
 
@@ -232,19 +234,19 @@ def test_status_names_the_application_and_why():
     cfg = config()
     answer = details(cfg, app_status="DEPLOY_FAILED")
     answer["applications"]["llm"]["message"] = "Deploying app 'llm' failed:\nValueError: bad engine"
-    status = rs.parse_status(answer)
-    assert rs.not_running(status, ["llm"]) == [
+    status = api.parse_status(answer)
+    assert api.not_running(status, ["llm"]) == [
         "application llm is DEPLOY_FAILED: Deploying app 'llm' failed: ValueError: bad engine"
     ]
     answer = details(cfg, app_status="DEPLOYING")
     answer["applications"]["llm"]["deployments"]["LLMServer:tiny-llama"].update(
         status="UPDATING", message="waiting for resources"
     )
-    assert rs.not_running(rs.parse_status(answer), ["llm"]) == [
+    assert api.not_running(api.parse_status(answer), ["llm"]) == [
         "application llm is DEPLOYING: LLMServer:tiny-llama UPDATING: waiting for resources"
     ]
-    assert rs.not_running({}, ["llm"]) == ["application llm is not deployed"]
-    assert rs.not_running(rs.parse_status(details(cfg)), ["llm"]) == []
+    assert api.not_running({}, ["llm"]) == ["application llm is not deployed"]
+    assert api.not_running(api.parse_status(details(cfg)), ["llm"]) == []
 
 
 def test_wait_running(fake_clock=None):
@@ -253,18 +255,18 @@ def test_wait_running(fake_clock=None):
     clock = FakeClock()
     cfg = config()
     answers = iter([details(cfg, "DEPLOYING"), details(cfg, "DEPLOYING"), details(cfg)])
-    ok, status, problems, waited = rs.wait_running(
-        lambda: rs.parse_status(next(answers)), ["llm"], 60, 5, clock=clock.clock, sleep=clock.sleep
+    ok, status, problems, waited = api.wait_running(
+        lambda: api.parse_status(next(answers)), ["llm"], 60, 5, clock=clock.clock, sleep=clock.sleep
     )
     assert ok and problems == [] and waited == 10
     failed = details(cfg, "DEPLOY_FAILED")
-    ok, status, problems, waited = rs.wait_running(
-        lambda: rs.parse_status(failed), ["llm"], 60, 5, clock=clock.clock, sleep=clock.sleep
+    ok, status, problems, waited = api.wait_running(
+        lambda: api.parse_status(failed), ["llm"], 60, 5, clock=clock.clock, sleep=clock.sleep
     )
     assert not ok and waited == 0 and "DEPLOY_FAILED" in problems[0]
     slow = details(cfg, "DEPLOYING")
-    ok, status, problems, waited = rs.wait_running(
-        lambda: rs.parse_status(slow), ["llm"], 12, 5, clock=clock.clock, sleep=clock.sleep
+    ok, status, problems, waited = api.wait_running(
+        lambda: api.parse_status(slow), ["llm"], 12, 5, clock=clock.clock, sleep=clock.sleep
     )
     assert not ok and waited == 12
 
@@ -282,17 +284,17 @@ def test_requests_carry_the_token_and_name_refusals():
             raise HTTPError(request.full_url, 401, "Unauthorized", {}, io.BytesIO(b"no"))
         return Response(json.dumps({"applications": {}}).encode())
 
-    assert rs.get_details("http://h:8265/", "tok", opener=opener) == {"applications": {}}
+    assert api.get_details("http://h:8265/", "tok", opener=opener) == {"applications": {}}
     assert seen[0].full_url == "http://h:8265/api/serve/applications/"
     assert seen[0].get_header("Authorization") == "Bearer tok"
-    with pytest.raises(rs.ServeError, match="HTTP 401 .Ray token missing or wrong"):
-        rs.put_config("http://h:8265", {"applications": []}, "tok", opener=opener)
+    with pytest.raises(api.ServeError, match="HTTP 401 .Ray token missing or wrong"):
+        api.put_config("http://h:8265", {"applications": []}, "tok", opener=opener)
     assert json.loads(seen[1].data) == {"applications": []}
 
 
 def test_problems_accept_a_good_list():
     assert (
-        rs.model_problems(
+        sm.model_problems(
             [model(), model("tiny-chat")], "b", declared_gpus=4, ray_version="2.60.0", vllm_version="0.29.0"
         )
         == []
@@ -319,12 +321,12 @@ def test_problems_accept_a_good_list():
     ],
 )
 def test_problems(models, text):
-    problems = rs.model_problems(models, "b")
+    problems = sm.model_problems(models, "b")
     assert any(text in p for p in problems), problems
 
 
 def test_gpu_need_against_declared():
-    problems = rs.model_problems(
+    problems = sm.model_problems(
         [model(max_replicas=2, tensor_parallel_size=2), model("tiny-chat")], "b", declared_gpus=4
     )
     assert problems == [
@@ -335,19 +337,19 @@ def test_gpu_need_against_declared():
 
 
 def test_vllm_version_must_be_rays_pin():
-    problems = rs.model_problems([model()], "b", ray_version="2.60.0", vllm_version="0.31.0")
+    problems = sm.model_problems([model()], "b", ray_version="2.60.0", vllm_version="0.31.0")
     assert len(problems) == 1
     assert "Ray 2.60.0's Serve LLM is built for vLLM 0.29.0" in problems[0]
     assert "vllm_version is 0.31.0" in problems[0] and "ray_serve_allow_vllm_version_mismatch" in problems[0]
-    assert rs.model_problems([model()], "b", ray_version="2.60.0", vllm_version="0.31.0", allow_mismatch=True) == []
-    assert rs.model_problems([model()], "b", ray_version="2.59.0", vllm_version="0.27.0") == []
+    assert sm.model_problems([model()], "b", ray_version="2.60.0", vllm_version="0.31.0", allow_mismatch=True) == []
+    assert sm.model_problems([model()], "b", ray_version="2.59.0", vllm_version="0.27.0") == []
 
 
 def test_pin_from_metadata():
     text = 'Requires-Dist: vllm[audio]==0.29.0; extra == "llm"\nRequires-Dist: vllm==0.1; extra == "other"\n'
-    assert rs.vllm_pin_from_metadata(text) == "0.29.0"
-    assert rs.vllm_pin_from_metadata("Requires-Dist: numpy\n") is None
-    assert rs.supports_max_surge("2.60.0") and not rs.supports_max_surge("2.59.0")
+    assert sm.vllm_pin_from_metadata(text) == "0.29.0"
+    assert sm.vllm_pin_from_metadata("Requires-Dist: numpy\n") is None
+    assert sm.supports_max_surge("2.60.0") and not sm.supports_max_surge("2.59.0")
 
 
 # The ingress's key check (roles/ray_serve/files/rayvllm_serve_ingress.py): pure ASGI, no Ray needed.

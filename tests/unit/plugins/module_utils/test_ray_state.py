@@ -5,7 +5,7 @@ from urllib.error import HTTPError, URLError
 import pytest
 from conftest import FIXTURES, FakeClock
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import ray_state
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients import ray_state
 
 
 def load(name):
@@ -132,7 +132,7 @@ def test_fetch_connection_refused():
 
 
 def test_read_token_file(tmp_path):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_state import read_token_file
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.ray_state import read_token_file
 
     token = tmp_path / "auth_token"
     token.write_text("abc123\n")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.systemd_unit import (
     directive_value,
     exec_arg,
     exit_reason,

@@ -1,4 +1,4 @@
-from ansible_collections.rayvllm.fleet.plugins.module_utils.upgrade_plan import cluster_plan
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.upgrade_plan import cluster_plan
 
 HOSTS = ("head", "w1", "w2")
 RAY = {"link": "/opt/ray/current", "current": "/opt/ray/2.59.0", "target": "/opt/ray/2.60.0"}

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.venv_prune import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.venv_prune import (
     MARKER,
     installed_venvs,
     link_target,

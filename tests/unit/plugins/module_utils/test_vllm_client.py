@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from conftest import ROOT, FakeClock
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import vllm_client
-from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_client import VllmError
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients import vllm_client
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.vllm_client import VllmError
 
 KEY = "sk-SECRET-4f9a2c71"
 MODEL = "Qwen/Qwen2.5-0.5B-Instruct"

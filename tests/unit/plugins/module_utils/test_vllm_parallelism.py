@@ -5,7 +5,7 @@ import sys
 import pytest
 from conftest import ROOT
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.vllm_parallelism import (
     PlanError,
     model_shape,
     plan,

@@ -5,7 +5,7 @@ import json
 
 from conftest import ROOT
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import vllm_router_health as rh
+from ansible_collections.rayvllm.fleet.plugins.module_utils.host_programs import vllm_router_health as rh
 
 A, B = "http://10.0.0.1:8000", "http://10.0.1.1:8000"
 OK, FAIL = {"ok": True, "error": ""}, {"ok": False, "error": "no answer after 15.0 s"}
@@ -63,7 +63,7 @@ def test_metrics_name_model_and_backend():
 
 
 def test_the_key_is_read_back_as_the_env_file_filter_writes_it(tmp_path):
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.env_file import env_file
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.env_file import env_file
 
     (tmp_path / "k.env").write_text(env_file({"VLLM_ROUTER_API_KEY": 'a"b$c\\d'}))
     assert rh.read_env(str(tmp_path / "k.env")) == {"VLLM_ROUTER_API_KEY": 'a"b$c\\d'}

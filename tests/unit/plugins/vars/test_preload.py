@@ -17,16 +17,17 @@ def test_imports_are_found_at_the_top_and_inside_functions_and_name_modules_not_
     source = (
         "import os\n"
         "from ansible.errors import AnsibleFilterError\n"
-        "from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy\n"
+        "from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import truthy\n"
         "def f():\n"
-        "    from ansible_collections.rayvllm.fleet.plugins.module_utils import inputs, no_such_module\n"
-        "    import ansible_collections.rayvllm.fleet.plugins.module_utils.plain_data\n"
+        "    from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import inputs, no_such_module\n"
+        "    import ansible_collections.rayvllm.fleet.plugins.module_utils.checks.plain_data\n"
     )
-    # module_utils itself has no __init__.py (a namespace package): nothing to load there.
+    # module_utils itself has no __init__.py (a namespace package): nothing to load there; its groups have one.
     assert plugin.collection_imports(source) == [
+        PREFIX + "module_utils.checks.values",
         PREFIX + "module_utils.checks",
-        PREFIX + "module_utils.inputs",
-        PREFIX + "module_utils.plain_data",
+        PREFIX + "module_utils.checks.inputs",
+        PREFIX + "module_utils.checks.plain_data",
     ]
 
 
@@ -37,16 +38,16 @@ def test_every_filter_and_lookup_and_what_they_import_but_no_module():
         for path in (ROOT / "plugins" / kind).glob("*.py"):
             assert "%s%s.%s" % (PREFIX, kind, path.stem) in names
     # What the filters import on first use (the checks' package and the specs, the fleet model).
-    assert PREFIX + "module_utils.inputs" in names
-    assert PREFIX + "module_utils.inputs.spec" in names
+    assert PREFIX + "module_utils.checks.inputs" in names
+    assert PREFIX + "module_utils.checks.inputs.spec" in names
     assert PREFIX + "module_utils.fleet_model" in names
     assert not [name for name in names if name.startswith(PREFIX + "modules")]
 
 
 def test_preload_leaves_the_roles_checks_specs_and_shared_defaults_loaded_in_the_process(monkeypatch):
     from ansible_collections.rayvllm.fleet.plugins.filter import fleet_model as fleet_model_filter
-    from ansible_collections.rayvllm.fleet.plugins.module_utils import inputs
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import spec
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import inputs
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import spec
 
     # As in a process that has read nothing yet (other tests may have).
     monkeypatch.setattr(spec, "_SPECS", {})

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import firewall as inputs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import firewall as inputs
 
 VALUES = {
     "firewall_enabled": True,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import grafana as inputs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import grafana as inputs
 
 
 def problems(password):

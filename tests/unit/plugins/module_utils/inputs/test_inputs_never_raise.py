@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils import fleet_model as fm
-from ansible_collections.rayvllm.fleet.plugins.module_utils import inputs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import inputs
 
 from .roles import ROOT, role_defaults
 

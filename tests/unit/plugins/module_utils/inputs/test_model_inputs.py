@@ -2,7 +2,7 @@
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import model as inputs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import model as inputs
 
 SETTINGS = {
     "ray_install_root": "/opt/ray",

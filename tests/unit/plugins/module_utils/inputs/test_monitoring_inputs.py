@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import alertmanager, prometheus, vllm_watchdog
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import alertmanager, prometheus, vllm_watchdog
 
 from .roles import role_defaults as defaults
 

@@ -5,9 +5,9 @@ import copy
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import model as model_inputs
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import ray as ray_inputs
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import vllm as vllm_inputs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import model as model_inputs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import ray as ray_inputs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import vllm as vllm_inputs
 
 
 def fleet(gpus=(2, 2), monitoring="gpu-1", router=None, mode="vllm_serve"):

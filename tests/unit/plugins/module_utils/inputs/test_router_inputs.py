@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import router as router_inputs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import router as router_inputs
 
 ROOT = Path(__file__).resolve().parents[5]
 DEFAULTS = yaml.safe_load((ROOT / "roles/router/defaults/main.yml").read_text())

@@ -3,8 +3,8 @@
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import inputs
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import spec
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import inputs
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import spec
 
 from .roles import role_defaults
 from .test_inputs_never_raise import DEFAULTS, MODEL
@@ -60,7 +60,7 @@ def test_every_role_default_passes_its_own_spec(role):
 def test_the_roles_without_input_checks_are_checked_by_preflight_on_every_host(role):
     """host_prep, node_exporter and dcgm_exporter have no validate task: preflight checks the inventory's values for
     them on every host (monitoring hosts too), against their specs; their own defaults pass."""
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.preflight import OTHER_ROLES
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.preflight import OTHER_ROLES
 
     assert role in OTHER_ROLES
     defaults = literal(role_defaults(role))

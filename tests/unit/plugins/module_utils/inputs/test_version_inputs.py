@@ -3,7 +3,7 @@ preflight stops on an unpinned one)."""
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import ray, vllm
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import ray, vllm
 
 from .roles import role_defaults
 

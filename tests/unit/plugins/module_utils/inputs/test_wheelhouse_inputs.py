@@ -3,7 +3,7 @@ The ray, vllm and router roles check it alike (inputs/common.py)."""
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import ray, router, vllm
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import ray, router, vllm
 
 from .roles import role_defaults
 

@@ -5,8 +5,8 @@
 
 import os
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.grafana_dashboard import dashboard_problems
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import is_sequence, not_absolute, text
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.grafana_dashboard import dashboard_problems
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.common import is_sequence, not_absolute, text
 
 
 def problems(values, host, model, context):

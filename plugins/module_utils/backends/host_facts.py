@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_probe import read
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.host_probe import read
 
 # The fact collectors run: the OS (distribution), the architecture and host names (platform), the login user's
 # environment (env: the firewall keeps Ansible's own SSH connection open from SSH_CONNECTION) and the network

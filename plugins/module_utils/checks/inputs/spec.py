@@ -15,9 +15,9 @@ import re
 
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import kind, shown
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import kind, shown
 
-ROLES_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "roles"))
+ROLES_DIR = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles"))
 # What each spec field is checked for: the others (required, default, descriptions) are the role checks' business.
 _CHECKED = ("type", "elements", "choices")
 _PLURAL = {"int": "whole numbers", "float": "numbers", "bool": "booleans", "str": "strings", "path": "paths",

@@ -6,9 +6,9 @@
 import os
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.alert_rules import alert_names, is_duration
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.alert_rules import alert_names, is_duration
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import truthy
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.common import (
     is_sequence,
     node,
     not_absolute,

@@ -7,8 +7,15 @@ import json
 import os
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import count, kind, owned_flags, port, shown, truthy
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import (
+    count,
+    kind,
+    owned_flags,
+    port,
+    shown,
+    truthy,
+)
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.common import (
     cluster,
     digits,
     in_private_tmp,
@@ -21,7 +28,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     unsafe,
     wheelhouse_source,
 )
-from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_parallelism import PlanError, plan
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.vllm_parallelism import PlanError, plan
 
 UNIT_VALUES = (
     "vllm_model_path",

@@ -16,7 +16,7 @@ import binascii
 import ipaddress
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import kind, shown
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import kind, shown
 
 TABLE = "rayvllm_fleet"
 UFW_COMMENT = "rayvllm: "  # every ufw rule this role writes carries it; rules without it are the operator's

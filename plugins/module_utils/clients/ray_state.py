@@ -4,7 +4,7 @@
 """Read the Ray dashboard's state API and decide whether a cluster is complete.
 
 Plain Python: unit-tested without Ray, and shipped to managed hosts by Ansible's
-module_utils mechanism. Requests go out with Ansible's open_url (module_utils/http_request.py).
+module_utils mechanism. Requests go out with Ansible's open_url (module_utils/clients/http_request.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlencode, urlsplit
 from urllib.request import Request
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import read_response
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.http_request import read_response
 
 ALIVE_NODES_QUERY = urlencode(
     {"filter_keys": "state", "filter_predicates": "=", "filter_values": "ALIVE", "limit": 10000, "detail": "true"}

@@ -5,9 +5,9 @@
 
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import count, kind, owned_flags, shown
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import count, kind, owned_flags, shown
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import RAY_HEAD_PORTS, RAY_NODE_PORTS
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.common import (
     cluster,
     digits,
     in_private_tmp,

@@ -5,8 +5,8 @@
 
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import door_tenants
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners import door_tenants
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.common import (
     digits,
     integer,
     not_absolute,

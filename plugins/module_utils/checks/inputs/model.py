@@ -6,8 +6,13 @@
 import os
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import SYSTEM_DIRS, normal_path, truthy
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import mapping, node, not_absolute, text
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import SYSTEM_DIRS, normal_path, truthy
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.common import (
+    mapping,
+    node,
+    not_absolute,
+    text,
+)
 
 # A repository id on the Hugging Face hub: owner/name (letters, digits, '-', '_', '.').
 HF_REPO_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")

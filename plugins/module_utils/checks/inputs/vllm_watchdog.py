@@ -5,7 +5,7 @@
 
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.common import (
     digits,
     integer,
     not_absolute,

@@ -3,9 +3,9 @@
 # Apache License 2.0 (see LICENSE)
 """Tenants at the front door (issue 56): each with a key of its own, the models it may use and its limits.
 
-The door (HAProxy, module_utils/front_door.py) names a request's tenant by the SHA-256 of the key it sends: the hosts
-hold digests only, never a tenant's key. A tenant over its requests per minute, its tokens per minute (the tokens of
-its answers of the last minute, counted by the door's Lua) or its requests in flight gets a 429
+The door (HAProxy, module_utils/planners/front_door.py) names a request's tenant by the SHA-256 of the key it sends:
+the hosts hold digests only, never a tenant's key. A tenant over its requests per minute, its tokens per minute (the
+tokens of its answers of the last minute, counted by the door's Lua) or its requests in flight gets a 429
 with ``Retry-After``, a model it may not use a 403 naming the model, and the backends get the clusters' key in place
 of the tenant's. Everything the door needs about tenants is one HAProxy map (``tenant_map``); the clusters' keys, one
 per model, are a second one that only root reads (``keys_map``). The HAProxy rules that read them are
@@ -17,7 +17,7 @@ Plain Python: input checks and the map files; the router role writes them.
 import hashlib
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.front_door import models_body
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.front_door import models_body
 
 # A tenant's name: in the map's keys (after a digest, with "@" and "." as separators) and in log lines.
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,47}$")

@@ -11,11 +11,11 @@ HAProxy reads a body only as far as its buffer holds: a request whose ``model`` 
 ``openai`` client writes a chat request's ``messages`` before its ``model``) would not be routed, so the buffer is
 sized to ``max_body_bytes`` and a larger request is refused with a 413 that says so.
 
-With tenants (module_utils/door_tenants.py builds their maps) ``tenant_rules`` name each request's tenant by its key's
-digest and enforce its models and limits; ``LOG_FORMAT`` writes the audit line of every request. The door's Lua (the
-router role's ``rayvllm-door.lua``, at ``LUA_PATH``) counts every answer, its tokens and its time per tenant and model,
-keeps each tenant's tokens of the last minute for ``tokens_per_minute``, and serves the counts to Prometheus on the
-``door_metrics`` frontend.
+With tenants (module_utils/planners/door_tenants.py builds their maps) ``tenant_rules`` name each request's tenant by
+its key's digest and enforce its models and limits; ``LOG_FORMAT`` writes the audit line of every request. The door's
+Lua (the router role's ``rayvllm-door.lua``, at ``LUA_PATH``) counts every answer, its tokens and its time per tenant
+and model, keeps each tenant's tokens of the last minute for ``tokens_per_minute``, and serves the counts to Prometheus
+on the ``door_metrics`` frontend.
 
 Plain Python: builds the configuration text; the router role writes it, ``haproxy -c`` checks it.
 """

@@ -22,14 +22,14 @@ from urllib.error import HTTPError, URLError
 from urllib.parse import urlencode
 from urllib.request import Request
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import read_response
-from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_state import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.http_request import read_response
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.ray_state import (
     DashboardUnreachable,
     fetch_nodes,
     num_text,
     read_token_file,
 )
-from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_client import VllmError, base_url, complete
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.vllm_client import VllmError, base_url, complete
 
 ALERTS_QUERY = urlencode({"active": "true", "silenced": "false", "inhibited": "false"})
 DEFAULT_FAIL_SEVERITIES = ("critical",)

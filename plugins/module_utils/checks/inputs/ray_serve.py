@@ -2,12 +2,12 @@
 # Copyright: rayvllm.fleet contributors
 # Apache License 2.0 (see LICENSE)
 """The ray_serve role's settings (roles/ray_serve/tasks/validate.yml): one message per unusable setting. Its models
-(ray_serve_models) are checked by module_utils/ray_serve.py (filter rayvllm.fleet.ray_serve_problems)."""
+(ray_serve_models) are checked by module_utils/checks/serve_models.py (filter rayvllm.fleet.ray_serve_problems)."""
 
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import count, environment, one_of, port, shown
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import not_absolute
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import count, environment, one_of, port, shown
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.common import not_absolute
 
 APP_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # Set by the role itself: the cluster's token, the API key and the ingress's import path.

@@ -6,8 +6,11 @@
 import os
 import re
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import absolute_path
-from ansible_collections.rayvllm.fleet.plugins.module_utils.systemd_unit import private_tmp_conflicts, unsafe_values
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import absolute_path
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.systemd_unit import (
+    private_tmp_conflicts,
+    unsafe_values,
+)
 
 DIGITS_RE = re.compile(r"^\d+$")
 

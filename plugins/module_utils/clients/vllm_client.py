@@ -4,7 +4,7 @@
 """Ask a vLLM OpenAI-compatible server whether it really serves a model.
 
 Plain Python: unit-tested without vLLM, and shipped to managed hosts by Ansible's
-module_utils mechanism. Requests go out with Ansible's open_url (module_utils/http_request.py).
+module_utils mechanism. Requests go out with Ansible's open_url (module_utils/clients/http_request.py).
 
 The API key is sent as ``Authorization: Bearer <key>`` and never appears in a
 message, an exception or a return value: any excerpt of a server's answer is
@@ -21,8 +21,8 @@ from http.client import HTTPException
 from urllib.error import HTTPError, URLError
 from urllib.request import Request
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.http_request import read_status_and_body
-from ansible_collections.rayvllm.fleet.plugins.module_utils.ray_state import num_text
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.http_request import read_status_and_body
+from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.ray_state import num_text
 
 DEFAULT_REQUEST_TIMEOUT = 10.0
 MIN_COMPLETION_TIMEOUT = 30.0

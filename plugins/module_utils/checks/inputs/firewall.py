@@ -6,9 +6,14 @@ firewalls the host runs (from rayvllm.fleet.host_probe)."""
 
 import ipaddress
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
-from ansible_collections.rayvllm.fleet.plugins.module_utils.firewall import openings
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import integer, is_sequence, mapping, sequence
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import truthy
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.firewall import openings
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.common import (
+    integer,
+    is_sequence,
+    mapping,
+    sequence,
+)
 
 
 def ssh_openings(values, connection):

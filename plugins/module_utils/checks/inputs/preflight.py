@@ -4,10 +4,12 @@
 """The preflight role's checks of each host (from rayvllm.fleet.host_probe and the facts) and across the hosts of
 each cluster (roles/preflight/tasks/main.yml)."""
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import truthy
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import truthy
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model import mixed_within_clusters
-from ansible_collections.rayvllm.fleet.plugins.module_utils.gpu_topology import fleet_problems as fleet_gpu_problems
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import (
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.gpu_topology import (
+    fleet_problems as fleet_gpu_problems,
+)
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.common import (
     integer,
     is_sequence,
     mapping,
@@ -15,7 +17,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import
     sequence,
     text,
 )
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs import spec
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import spec
 
 # The roles that change hosts without a validate task of their own: the preflight role checks the types of the
 # inventory's values for them (roles/preflight/tasks/main.yml passes every host variable named after one of them).
@@ -110,7 +112,7 @@ def fleet_problems(values, host, model, context):
     ``ray_members`` ({cluster: rayvllm.fleet.fleet_status_probe's ``ray`` result, read on the heads whose Ray
     runs})."""
     # Imported here: fleet_status also reads hosts over HTTP (urllib, ssl), which every other check goes without.
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_status import members_not_in_inventory
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.fleet_status import members_not_in_inventory
 
     nodes = model.get("nodes") or {}
     found = []

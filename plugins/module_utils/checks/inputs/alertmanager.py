@@ -5,7 +5,12 @@
 
 import json
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.inputs.common import is_sequence, not_absolute, text, unsafe
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.common import (
+    is_sequence,
+    not_absolute,
+    text,
+    unsafe,
+)
 
 
 def problems(values, host, model, context):
