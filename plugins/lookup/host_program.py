@@ -11,7 +11,7 @@ author:
 short_description: The source of a program this collection installs on hosts
 description:
   - The one place that says where the programs the roles install on hosts come from. They are plain Python in the
-    collection's C(plugins/module_utils/host_programs/) (standard library only, unit-tested there, shared with the
+    collection's C(plugins/module_utils/) (standard library only, unit-tested there, shared with the
     modules that import them), installed under C(/usr/local/lib/rayvllm) or beside the service that runs them.
   - C(vllm_probe.py), the completion probe and state files of C(vllm-watchdog) and C(vllm-router-health), installed
     by the roles C(vllm_watchdog) and C(router); C(vllm_watchdog.py), by C(vllm_watchdog); C(vllm_router_health.py),
@@ -53,7 +53,7 @@ HOST_PROGRAMS = {
     "vllm_watchdog.py": "vllm_watchdog.py",
     "vllm_router_health.py": "vllm_router_health.py",
 }
-HOME = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils", "host_programs")
+HOME = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "module_utils")
 
 
 class LookupModule(LookupBase):

@@ -20,11 +20,7 @@ import time
 try:  # installed in /usr/local/lib/rayvllm beside vllm_router_health.py, whose hold files this reads
     from vllm_router_health import hold_of, hold_path, load_json
 except ImportError:  # in the collection (unit tests)
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.host_programs.vllm_router_health import (
-        hold_of,
-        hold_path,
-        load_json,
-    )
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_router_health import hold_of, hold_path, load_json
 
 
 def worker_urls(config, state_dir, now):

@@ -1,4 +1,4 @@
-"""The host programs' one home: each name reads its plugins/module_utils/host_programs file byte for byte; others are
+"""The host programs' one home: each name reads its plugins/module_utils file byte for byte; others are
 refused."""
 
 from pathlib import Path
@@ -8,7 +8,7 @@ from ansible.errors import AnsibleLookupError
 
 from ansible_collections.rayvllm.fleet.plugins.lookup.host_program import HOST_PROGRAMS, LookupModule
 
-MODULE_UTILS = Path(__file__).resolve().parents[4] / "plugins/module_utils/host_programs"
+MODULE_UTILS = Path(__file__).resolve().parents[4] / "plugins/module_utils"
 
 
 def test_each_program_is_its_module_utils_file_byte_for_byte():

@@ -8,9 +8,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_programs import vllm_probe
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_programs import vllm_router_health as rh
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_programs import vllm_watchdog as wd
+from ansible_collections.rayvllm.fleet.plugins.module_utils import vllm_probe
+from ansible_collections.rayvllm.fleet.plugins.module_utils import vllm_router_health as rh
+from ansible_collections.rayvllm.fleet.plugins.module_utils import vllm_watchdog as wd
 
 KEY = "sk-probe-secret"
 

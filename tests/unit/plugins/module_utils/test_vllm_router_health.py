@@ -5,7 +5,7 @@ import json
 
 from conftest import ROOT
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_programs import vllm_router_health as rh
+from ansible_collections.rayvllm.fleet.plugins.module_utils import vllm_router_health as rh
 
 A, B = "http://10.0.0.1:8000", "http://10.0.1.1:8000"
 OK, FAIL = {"ok": True, "error": ""}, {"ok": False, "error": "no answer after 15.0 s"}

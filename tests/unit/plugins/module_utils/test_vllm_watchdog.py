@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.host_programs import vllm_watchdog as wd
+from ansible_collections.rayvllm.fleet.plugins.module_utils import vllm_watchdog as wd
 
 RUNNING = {"name": "vllm.service", "active": "active", "sub": "running", "started": 1000.0}
 FAIL = {"ok": False, "error": "no answer after 15.0 s", "tokens": 50.0}

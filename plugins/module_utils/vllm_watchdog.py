@@ -41,12 +41,7 @@ from urllib.error import URLError
 try:  # installed in /usr/local/lib/rayvllm, with the vllm_probe.py of the same run beside it
     from vllm_probe import completion, load_json, request, save
 except ImportError:  # in the collection (unit tests)
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.host_programs.vllm_probe import (
-        completion,
-        load_json,
-        request,
-        save,
-    )
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_probe import completion, load_json, request, save
 
 # Journal priorities (systemd reads a "<N>" prefix on a service's output lines).
 NOTICE, WARNING, ERROR = "<5>", "<4>", "<3>"

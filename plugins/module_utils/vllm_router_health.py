@@ -35,12 +35,7 @@ from urllib.parse import quote
 try:  # installed in /usr/local/lib/rayvllm, with the vllm_probe.py of the same run beside it
     from vllm_probe import completion, load_json, request, save
 except ImportError:  # in the collection (unit tests)
-    from ansible_collections.rayvllm.fleet.plugins.module_utils.host_programs.vllm_probe import (
-        completion,
-        load_json,
-        request,
-        save,
-    )
+    from ansible_collections.rayvllm.fleet.plugins.module_utils.vllm_probe import completion, load_json, request, save
 
 NOTICE, WARNING = "<5>", "<4>"
 SETTINGS = {"failures": 2, "successes": 2}
