@@ -160,11 +160,13 @@ def serve_state():
     autoscales between 1 and 2 replicas under the router's clients of the test itself, so its replicas may change
     while nothing is sent to Serve (seen on a slow build machine: one added under load, the older one removed after)."""
     app = serve_details()["applications"]["llm"]
+
+    def fixed_size(deployment):
+        scaling = (deployment.get("deployment_config") or {}).get("autoscaling_config") or {}
+        return scaling.get("min_replicas") == scaling.get("max_replicas")
+
     fixed = {
-        name: sorted(r["replica_id"] for r in d["replicas"])
-        for name, d in app["deployments"].items()
-        if (d.get("deployment_config") or {}).get("autoscaling_config", {}).get("min_replicas")
-        == (d.get("deployment_config") or {}).get("autoscaling_config", {}).get("max_replicas")
+        name: sorted(r["replica_id"] for r in d["replicas"]) for name, d in app["deployments"].items() if fixed_size(d)
     }
     return app["last_deployed_time_s"], fixed
 

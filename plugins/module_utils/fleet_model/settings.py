@@ -152,8 +152,10 @@ def resolve(hosts, defaults, names):
 #   ray_extras: Ray's pip extras the mode needs, in Ray's venv and in vLLM's;
 #   venv_requirements: more packages in vLLM's venv;
 #   ray_environment: more environment of Ray's units (ray_environment still wins);
-#   model_path: whether the cluster serves model_path (the model role stages and links it) or a list of models of its
-#     own, models_setting, which the stage play spreads over the fleet once per model;
+#   models_setting: the variable that lists the cluster's own models, which the stage play spreads over the fleet once
+#     per model; '' - the cluster serves model_path, which the model role stages and links (serving.model_path);
+#   stage: whether the mode stages anything of its own on every node (its role's serving_stage.yml, before anything
+#     serving changes);
 #   watchdog: whether vllm-watchdog guards the cluster's server;
 #   vllm_port_metrics: whether Prometheus scrapes vLLM's metrics at the head's vllm_port (else the engines report
 #     through Ray's metrics export port).
@@ -164,8 +166,8 @@ SERVING_MODES = {
         "ray_extras": [],
         "venv_requirements": [],
         "ray_environment": {},
-        "model_path": True,
         "models_setting": "",
+        "stage": False,
         "watchdog": True,
         "vllm_port_metrics": True,
     },
@@ -186,8 +188,8 @@ SERVING_MODES = {
             "pyarrow>=17.0.0", "pandas>=2.2.3", "fsspec", "jsonref>=1.1.0", "jsonschema", "typer", "hf_transfer",
         ],
         "ray_environment": {"RAY_num_workers_soft_limit": "0"},
-        "model_path": False,
         "models_setting": "ray_serve_models",
+        "stage": True,
         "watchdog": False,
         "vllm_port_metrics": False,
     },
@@ -214,6 +216,7 @@ def serving(settings):
     result.update(
         {
             "mode": mode,
+            "model_path": not row["models_setting"],
             "models": models if isinstance(models, list) else [],
             "venv": venv,
             "python": venv + "/bin/python",

@@ -252,6 +252,7 @@ def test_each_node_names_its_serving_mode_what_the_mode_asks_venv_and_compile_ca
         "ray_environment": {},
         "model_path": True,
         "models": [],
+        "stage": False,
         "watchdog": True,
         "vllm_port_metrics": True,
         "venv": "%s/%s-ray%s" % (root, PINNED["vllm_version"], PINNED["ray_version"]),
@@ -262,7 +263,7 @@ def test_each_node_names_its_serving_mode_what_the_mode_asks_venv_and_compile_ca
     assert serving["mode"] == "ray_serve" and serving["role"] == serving["checks"] == "rayvllm.fleet.ray_serve"
     assert serving["ray_extras"] == ["serve"] and "pyarrow>=17.0.0" in serving["venv_requirements"]
     assert serving["ray_environment"] == {"RAY_num_workers_soft_limit": "0"}
-    assert serving["models"] == models and not serving["model_path"] and not serving["watchdog"]
+    assert serving["models"] == models and not serving["model_path"] and not serving["watchdog"] and serving["stage"]
     assert not serving["vllm_port_metrics"]
     assert serving["python"] == "%s/0.27.0-ray%s/bin/python" % (root, PINNED["ray_version"])
     # Each node has its own copy: changing one (as a template's combine would not) leaves the table as it is.
