@@ -16,12 +16,13 @@ ray_from=$(version ray_version inventories/sandbox/group_vars/all.yml)
 ray_to=$(version ray_version molecule/default/vars/upgrade.yml)
 vllm_from=$(version vllm_version inventories/sandbox/group_vars/all.yml)
 vllm_to=$(version vllm_version molecule/default/vars/upgrade.yml)
-# Cluster b serves through Ray Serve LLM: the vLLM releases Ray's [llm] extra pins, and what `import ray.serve.llm`
-# needs beyond Ray and vLLM (the vllm role's _vllm_ray_llm_requirements).
+# Cluster b serves through Ray Serve LLM: the vLLM releases Ray's [llm] extra pins, and the packages every serving
+# mode adds to vLLM's venv (venv_requirements in the fleet model's table of modes: what `import ray.serve.llm` needs
+# beyond Ray and vLLM).
 serve_from=$(version vllm_version inventories/sandbox/host_vars/ray-b-head.yml)
 serve_to=$(version vllm_version molecule/default/vars/upgrade-b.yml)
-ray_llm=$(sed -n 's/^_vllm_ray_llm_requirements: \[\(.*\)\]$/\1/p' roles/vllm/vars/main.yml | tr -d ' ' | tr ',' ' ')
-[ -n "$ray_llm" ] || { echo "no _vllm_ray_llm_requirements in roles/vllm/vars/main.yml" >&2; exit 1; }
+ray_llm=$(python3 scripts/serving-requirements.py)
+[ -n "$ray_llm" ] || { echo "no venv_requirements in SERVING_MODES (plugins/module_utils/fleet_model/settings.py)" >&2; exit 1; }
 # Every wheelhouse holds uv too: the hosts install it from there to build the venvs (python_venv role).
 uv="uv==$(version python_venv_uv_version roles/python_venv/defaults/main.yml)"
 # The wheelhouses are kept on this machine between clones too, like the host image in Docker's store:

@@ -37,7 +37,7 @@ from sandbox import (
     wait_for,
 )
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils import ray_serve  # the path: sandbox.py
+from ansible_collections.rayvllm.fleet.plugins.module_utils.planners import serve_config  # the path: sandbox.py
 
 B = "ray-b-head"
 B_URL = CLUSTER_URLS["b"]
@@ -225,7 +225,7 @@ def test_an_engine_kwargs_change_that_fails_is_rolled_back_and_the_run_fails_nam
     assert report["failed"] == 0, report
     after = serve_details()["applications"][SERVE_APP]
     assert after["status"] == "RUNNING", after.get("message")
-    same = [ray_serve.normalize({"applications": [app]}) for app in (after["deployed_app_config"], before)]
+    same = [serve_config.normalize({"applications": [app]}) for app in (after["deployed_app_config"], before)]
     assert same[0] == same[1], same
     assert complete_b("tiny-chat") >= 1 and complete_b("tiny-llama") >= 1
     # Kept out of the router's rotation (it left it for the change) until a run passes its gate, as a vllm_serve
