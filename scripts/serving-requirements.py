@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Print the packages the serving modes add to vLLM's venv, one per word.
 
 The fleet model's table of serving modes (SERVING_MODES) is the one place that lists them; the sandbox's
