@@ -70,8 +70,8 @@ def complete_b(name, key=True, max_tokens=2, timeout=60):
 
 # A change to one cluster's models, deployed as an operator would: site.yml limited to that cluster's hosts. The
 # rollout still takes the cluster out of the router's rotation and puts it back through the router hosts outside the
-# limit (delegated), and the run leaves every other host alone: the replicas change took 76 s so on a hand sandbox,
-# 123 s unlimited in the rehearsal of ba87448.
+# limit (delegated), and the run leaves every other host alone. Limited, the replicas change took 76 s on a hand
+# sandbox; unlimited, 123 s in the rehearsal of ba87448.
 LIMIT = ("--limit", B)
 
 
