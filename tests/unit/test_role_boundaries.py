@@ -149,3 +149,28 @@ def test_every_fact_the_rollout_plan_reads_from_a_node_is_declared_by_the_role_t
         if f"C({fact})" not in spec:
             undeclared.append(f"{fact} ({role})")
     assert undeclared == [], "the plan reads facts their roles never declare: " + ", ".join(undeclared)
+
+
+# Python's own ways to compare with a mode's name (a .get(..., "vllm_serve") default, then ==).
+PY_MODE_BRANCH = re.compile(rf"{MODE}\)?\s*(==|!=)|(==|!=)\s*{MODE}")
+
+
+def test_the_python_reads_what_a_mode_asks_from_the_table_of_modes_too():
+    """Only the table itself (fleet_model/settings.py: SERVING_MODES, and the one place a node's mode is resolved)
+    names the modes: the fleet model, the checks and the planners read a mode's row (mode_row), so a third mode is a
+    row of the table, not a search through the Python."""
+    files = [
+        path
+        for path in sorted((ROOT / "plugins").rglob("*.py"))
+        if path != ROOT / "plugins" / "module_utils" / "fleet_model" / "settings.py"
+    ]
+    assert len(files) > 50, len(files)
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in files
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if PY_MODE_BRANCH.search(line) or MODE_BRANCH.search(line)
+    ]
+    assert found == [], "\n".join(found)
+    assert PY_MODE_BRANCH.search('if head.get("vllm_serving_mode", "vllm_serve") == "vllm_serve":')
+    assert PY_MODE_BRANCH.search('"restarts": node["serving"]["mode"] == "vllm_serve",')

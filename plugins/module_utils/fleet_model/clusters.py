@@ -13,6 +13,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings
     CLUSTER_UNIFORM,
     RAY_HEAD_PORTS,
     RAY_NODE_PORTS,
+    mode_row,
     node_settings,
     serving,
 )
@@ -156,13 +157,14 @@ def _served_model_name(settings):
 
 
 def _served_models(fleet, name, settings):
-    """(the cluster's model for clients and the router, every model it serves). A ray_serve cluster serves its
-    ray_serve_models: vllm_served_model_name, when set, must be one of them; else the name from the weights' path when
-    it is one, else the first."""
+    """(the cluster's model for clients and the router, every model it serves). A cluster whose mode serves models of
+    its own (models_setting: a ray_serve cluster's ray_serve_models): vllm_served_model_name, when set, must be one of
+    them; else the name from the weights' path when it is one, else the first."""
     served = str(_served_model_name(settings))
-    if (settings.get("vllm_serving_mode") or "vllm_serve") == "vllm_serve":
+    models_setting = mode_row(settings)["models_setting"]
+    if not models_setting:
         return served, [served]
-    models = settings.get("ray_serve_models")
+    models = settings.get(models_setting)
     names = (
         [str(m["name"]) for m in models if isinstance(m, dict) and m.get("name")] if isinstance(models, list) else []
     )
@@ -170,9 +172,9 @@ def _served_models(fleet, name, settings):
         return served, [served]  # the ray_serve role's input checks name a cluster without models
     if settings.get("vllm_served_model_name") not in (None, "") and served not in names:
         fleet.problems.append(
-            "cluster '%s' serves %s through Ray Serve LLM (ray_serve_models) but vllm_served_model_name is %s: the "
+            "cluster '%s' serves %s through Ray Serve LLM (%s) but vllm_served_model_name is %s: the "
             "router and status.yml ask the cluster for it. Set vllm_served_model_name to one of its models, or leave "
-            "it unset (the first model then)." % (name, join(names), served)
+            "it unset (the first model then)." % (name, join(names), models_setting, served)
         )
     return (served if served in names else names[0]), names
 
@@ -251,10 +253,11 @@ def build_clusters(fleet):
 
 
 def _api_key_file(settings):
-    if (settings.get("vllm_serving_mode") or "vllm_serve") == "vllm_serve":
-        return "%s/vllm.env" % settings.get("vllm_config_dir")
-    # The ray_serve role's ray_serve_api_key_file: the inventory's, else its default (<ray_config_dir>/serve_api_key).
-    return settings.get("ray_serve_api_key_file") or "%s/serve_api_key" % settings.get("ray_config_dir")
+    """The mode's key file (its key_file): the setting that names it, when the inventory sets it (the ray_serve role's
+    ray_serve_api_key_file), else its default in the directory setting's directory (<ray_config_dir>/serve_api_key,
+    <vllm_config_dir>/vllm.env)."""
+    setting, (directory, name) = mode_row(settings)["key_file"]
+    return (settings.get(setting) if setting else None) or "%s/%s" % (settings.get(directory), name)
 
 
 def _gpu_count(value):

@@ -10,7 +10,7 @@ import re
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks import values as checks
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.common import join, url, variants
-from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import SHARED_SETTINGS
+from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import SHARED_SETTINGS, mode_row
 
 INSTANCE_RE = re.compile(r"[^A-Za-z0-9_.-]+")
 # A served model's name the front door can route: HAProxy's configuration and map syntax hold these unquoted.
@@ -198,7 +198,7 @@ def _agreement_problems(fleet, model, names):
     flags = {}
     for cluster in names:
         head = fleet.settings.get(fleet.clusters[cluster].get("head"), {})
-        if head.get("vllm_serving_mode", "vllm_serve") == "vllm_serve":
+        if mode_row(head)["server_args"]:
             flags[cluster] = checks.flag_values(head.get("vllm_extra_args"), API_FLAGS)
     for flag in API_FLAGS:
         values = {cluster: found.get(flag) for cluster, found in flags.items()}

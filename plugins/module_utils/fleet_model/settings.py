@@ -159,6 +159,14 @@ def resolve(hosts, defaults, names):
 #   watchdog: whether vllm-watchdog guards the cluster's server;
 #   vllm_port_metrics: whether Prometheus scrapes vLLM's metrics at the head's vllm_port (else the engines report
 #     through Ray's metrics export port).
+# And what only the fleet model reads (not published in fleet_node.serving):
+#   key_file: where the key clients send lives on the head: (the setting that names the file, else (the directory
+#     setting, the file's name) of its default), the whole file or its VLLM_API_KEY line (the router, status.yml);
+#   server_args: whether the cluster's server takes vllm_extra_args (`vllm serve`'s flags: the router compares the
+#     API flags of the clusters behind one model);
+#   parallel_plan: "cluster" - one plan of vllm_tensor/pipeline_parallel_size for the cluster's engine; "models" - each
+#     model of models_setting plans its own replicas;
+#   ranks_restart_server: whether the server restarts when a node holding its ranks leaves (remove_node).
 SERVING_MODES = {
     "vllm_serve": {
         "role": "rayvllm.fleet.vllm",
@@ -170,6 +178,10 @@ SERVING_MODES = {
         "stage": False,
         "watchdog": True,
         "vllm_port_metrics": True,
+        "key_file": ("", ("vllm_config_dir", "vllm.env")),
+        "server_args": True,
+        "parallel_plan": "cluster",
+        "ranks_restart_server": True,
     },
     # Serve's controller and proxies run in Ray (the dashboard's Serve API answers 501 without them). Ray keeps no
     # idle worker (RAY_num_workers_soft_limit 0: one idle a second is ended): each replica's start runs Ray LLM's
@@ -192,8 +204,22 @@ SERVING_MODES = {
         "stage": True,
         "watchdog": False,
         "vllm_port_metrics": False,
+        "key_file": ("ray_serve_api_key_file", ("ray_config_dir", "serve_api_key")),
+        "server_args": False,
+        "parallel_plan": "models",
+        "ranks_restart_server": False,
     },
 }  # fmt: skip
+
+
+# The table's keys only the fleet model reads.
+MODEL_ONLY = ("models_setting", "key_file", "server_args", "parallel_plan", "ranks_restart_server")
+
+
+def mode_row(settings):
+    """The row of SERVING_MODES of a node's settings (vllm_serve's for a mode the table lacks: preflight refuses it)."""
+    mode = settings.get("vllm_serving_mode") or "vllm_serve"
+    return SERVING_MODES.get(mode, SERVING_MODES["vllm_serve"])
 
 
 def serving(settings):
@@ -205,14 +231,14 @@ def serving(settings):
     own variables. A mode SERVING_MODES lacks gets vllm_serve's row here: preflight refuses it (the vllm role's
     argument spec), before any host changes."""
     mode = settings.get("vllm_serving_mode") or "vllm_serve"
-    row = SERVING_MODES.get(mode, SERVING_MODES["vllm_serve"])
+    row = mode_row(settings)
     venv = "%s/%s-ray%s" % (
         settings.get("vllm_install_root"),
         settings.get("vllm_version"),
         settings.get("ray_version"),
     )
     models = settings.get(row["models_setting"]) if row["models_setting"] else None
-    result = {key: copy.deepcopy(value) for key, value in row.items() if key != "models_setting"}
+    result = {key: copy.deepcopy(value) for key, value in row.items() if key not in MODEL_ONLY}
     result.update(
         {
             "mode": mode,

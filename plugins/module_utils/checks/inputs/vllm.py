@@ -28,6 +28,7 @@ from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.common
     unsafe,
     wheelhouse_source,
 )
+from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import mode_row
 from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.vllm_parallelism import PlanError, plan
 
 UNIT_VALUES = (
@@ -208,9 +209,10 @@ def _reachable(v, host, model):
 
 
 def _serves_with_vllm_serve(me):
-    """A ray_serve cluster plans each model's replicas instead (inputs/ray_serve.py): vllm_tensor_parallel_size and
-    vllm_pipeline_parallel_size do not apply to it."""
-    return ((me.get("settings") or {}).get("vllm_serving_mode") or "vllm_serve") == "vllm_serve"
+    """Whether the cluster's engine has one parallel plan (its mode's parallel_plan); a ray_serve cluster plans each
+    model's replicas instead (inputs/ray_serve.py): vllm_tensor_parallel_size and vllm_pipeline_parallel_size do not
+    apply to it."""
+    return mode_row(me.get("settings") or {})["parallel_plan"] == "cluster"
 
 
 def _gpu_arithmetic(v, host, model):
