@@ -5,7 +5,7 @@
 each of them was (for its own cleanup), and the removals refused before anything changes."""
 
 from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.common import join
-from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import SERVING_MODES, mode_row, resolve
+from ansible_collections.rayvllm.fleet.plugins.module_utils.fleet_model.settings import mode_row, resolve, row
 
 HOW = "-e remove_nodes=<host>[,<host>...]"
 
@@ -80,9 +80,9 @@ def removal_problems(names, full, groups, hosts, defaults):
             continue  # Ray detects them (ray_num_gpus null): nothing to count against here
         declared = sum(gpus.values())
         what = "%s GPUs (%s)" % (declared, join("%s %s" % (h, g) for h, g in gpus.items()))
-        row = mode_row(head)
-        if row["parallel_plan"] == "models":
-            problems.extend(_serve_problems(gone, cname, what, declared, head.get(row["models_setting"])))
+        mode = mode_row(head)
+        if mode["parallel_plan"] == "models":
+            problems.extend(_serve_problems(gone, cname, what, declared, head.get(mode["models_setting"])))
             continue
         tp = _int(head.get("vllm_tensor_parallel_size"), 1) or 1
         pp = _int(head.get("vllm_pipeline_parallel_size") or 1, 1) or 1
@@ -154,7 +154,7 @@ def build_without(build, leaving, heads, workers, hosts, defaults, monitoring=()
                 "head": cluster.get("head", ""),
                 "leaving": [],
                 "staying": [h for h in cluster.get("hosts", []) if h not in names],
-                "restarts_for_actors": SERVING_MODES.get(node["serving"]["mode"], {}).get("ranks_restart_server", True),
+                "restarts_for_actors": row(node["serving"]["mode"])["ranks_restart_server"],
             },
         )
         entry["leaving"].append(host)

@@ -216,10 +216,19 @@ SERVING_MODES = {
 MODEL_ONLY = ("models_setting", "key_file", "server_args", "parallel_plan", "ranks_restart_server")
 
 
-def mode_row(settings):
-    """The row of SERVING_MODES of a node's settings (vllm_serve's for a mode the table lacks: preflight refuses it)."""
-    mode = settings.get("vllm_serving_mode") or "vllm_serve"
+def mode_name(settings):
+    """A node's serving mode: vllm_serving_mode, else the vllm role's default. The one place it is resolved."""
+    return settings.get("vllm_serving_mode") or "vllm_serve"
+
+
+def row(mode):
+    """The row of SERVING_MODES of a mode (vllm_serve's for a mode the table lacks: preflight refuses it)."""
     return SERVING_MODES.get(mode, SERVING_MODES["vllm_serve"])
+
+
+def mode_row(settings):
+    """The row of SERVING_MODES of a node's settings."""
+    return row(mode_name(settings))
 
 
 def serving(settings):
@@ -230,19 +239,19 @@ def serving(settings):
     directory, writable in the Ray units on every node). No secret and no user environment: those stay in the roles'
     own variables. A mode SERVING_MODES lacks gets vllm_serve's row here: preflight refuses it (the vllm role's
     argument spec), before any host changes."""
-    mode = settings.get("vllm_serving_mode") or "vllm_serve"
-    row = mode_row(settings)
+    mode = mode_name(settings)
+    mode_settings = row(mode)
     venv = "%s/%s-ray%s" % (
         settings.get("vllm_install_root"),
         settings.get("vllm_version"),
         settings.get("ray_version"),
     )
-    models = settings.get(row["models_setting"]) if row["models_setting"] else None
-    result = {key: copy.deepcopy(value) for key, value in row.items() if key not in MODEL_ONLY}
+    models = settings.get(mode_settings["models_setting"]) if mode_settings["models_setting"] else None
+    result = {key: copy.deepcopy(value) for key, value in mode_settings.items() if key not in MODEL_ONLY}
     result.update(
         {
             "mode": mode,
-            "model_path": not row["models_setting"],
+            "model_path": not mode_settings["models_setting"],
             "models": models if isinstance(models, list) else [],
             "venv": venv,
             "python": venv + "/bin/python",
