@@ -6,6 +6,8 @@ import pytest
 import yaml
 from conftest import ROOT
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import spec
+
 # The fleet model's inventory variables describe Ray cluster membership: fleet_facts documents them under
 # their ray_ names (the other roles read only its facts).
 FLEET_MODEL_INPUTS = {"fleet_facts": {"ray_cluster_name", "ray_node_ip", "ray_node_interface"}}
@@ -44,28 +46,25 @@ def test_defaults_and_specs_agree(role):
 # rayvllm.fleet.input_problems): playbooks/preflight.yml runs these tasks before any host changes, and every value
 # they pass is also checked against the role's argument spec (type, elements, choices: inputs/spec.py).
 CHECKS_TASKS = {"firewall": "checks.yml", "preflight": "main.yml"}
-# Options that are not inventory settings: a result a caller passes in, a secret checked where it is used, the
-# parameters of an entry point other than main (the router's hold).
-NOT_CHECKED = {
-    "firewall_host_probe": "a host_probe result a caller may pass in, not a setting",
-    "model_host_probe": "a host_probe result a caller may pass in, not a setting",
-    "ray_host_probe": "a host_probe result a caller may pass in, not a setting",
-    "model_hf_token": "a secret, read only on the node that downloads",
-    "ray_serve_api_key": "a secret: its file (ray_serve_api_key_file) is checked",
-    "router_hold_kind": "a parameter of the router's drain entry point, set by the playbooks",
-    "router_hold_reason": "a parameter of the router's drain entry point, set by the playbooks",
-    "router_undrain_only_if_out": "a parameter of the router's undrain entry point, set by the playbooks",
-}
 CHECKED_ROLES = sorted(
     role for role in ROLES if (ROOT / "roles" / role / "tasks" / CHECKS_TASKS.get(role, "validate.yml")).exists()
 )
 
 
 @pytest.mark.parametrize("role", CHECKED_ROLES)
-def test_every_option_of_a_checked_role_reaches_its_checks(role):
-    """A typo in an option that the validate task leaves out (vllm_serving_mode: ray_servee did) passed preflight
-    and failed later, after host_prep and the firewall had changed the hosts."""
+def test_a_checked_role_hands_its_checks_every_option_of_its_spec(role):
+    """A typo in an option that a hand-written list left out (vllm_serving_mode: ray_servee did) passed preflight
+    and failed later, after host_prep and the firewall had changed the hosts. The checks' inputs are read from the
+    spec itself (the lookup rayvllm.fleet.role_inputs), every option but those NOT_INPUTS gives a reason for."""
     tasks = (ROOT / "roles" / role / "tasks" / CHECKS_TASKS.get(role, "validate.yml")).read_text()
+    assert f"lookup('rayvllm.fleet.role_inputs', '{role}')" in tasks, f"roles/{role}: its checks' inputs by hand"
     options = load(role, "meta", "argument_specs.yml")["argument_specs"]["main"].get("options") or {}
-    missing = [name for name in options if f"'{name}':" not in tasks and name not in NOT_CHECKED]
-    assert not missing, f"roles/{role}: options its checks never see: {missing}"
+    assert spec.input_names(role) == [name for name in options if name not in spec.NOT_INPUTS]
+
+
+def test_every_option_left_out_of_the_checks_exists_and_says_why():
+    options = {}
+    for role in ROLES:
+        options.update(load(role, "meta", "argument_specs.yml")["argument_specs"].get("main", {}).get("options") or {})
+    assert sorted(set(spec.NOT_INPUTS) - set(options)) == []
+    assert all(len(why) > 20 for why in spec.NOT_INPUTS.values())

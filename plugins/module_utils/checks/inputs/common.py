@@ -6,6 +6,7 @@
 import os
 import re
 
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs.spec import UNSET
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.values import absolute_path
 from ansible_collections.rayvllm.fleet.plugins.module_utils.planners.systemd_unit import (
     private_tmp_conflicts,
@@ -60,7 +61,7 @@ def not_absolute(values, names, host, optional=()):
     into ReadWritePaths= as given. An empty value of one of ``optional`` means "none" and passes."""
     found, fix = [], "Give a path from / (the role's default is right for most fleets: remove the setting)."
     for name in names:
-        if name in values and not (name in optional and values[name] in ("", None)):
+        if name in values and values[name] != UNSET and not (name in optional and values[name] in ("", None)):
             absolute_path(found, name, values[name], "on " + host, what="a path", fix=fix)
     return found
 

@@ -54,6 +54,30 @@ def role_options(role):
     return _SPECS[role]
 
 
+# Options of a role's main spec that are not inventory settings, so not its checks' inputs (role_inputs leaves them
+# out): a result a caller passes in, a secret checked where it is used, the parameters of an entry point the
+# playbooks call. {option: why}.
+NOT_INPUTS = {
+    "firewall_host_probe": "a host_probe result a caller may pass in, not a setting",
+    "model_host_probe": "a host_probe result a caller may pass in, not a setting",
+    "ray_host_probe": "a host_probe result a caller may pass in, not a setting",
+    "model_hf_token": "a secret, read only on the node that downloads",
+    "ray_serve_api_key": "a secret: its file (ray_serve_api_key_file) is checked",
+    "router_hold_kind": "a parameter of the router's drain entry point, set by the playbooks",
+    "router_hold_reason": "a parameter of the router's drain entry point, set by the playbooks",
+    "router_undrain_only_if_out": "a parameter of the router's undrain entry point, set by the playbooks",
+}
+
+# What a role's checks receive for an input that is not set (or whose value names a variable that is not: a default
+# such as model_revisions_dir's "{{ model_path }}.revisions" without model_path).
+UNSET = "<unset>"
+
+
+def input_names(role):
+    """The options of the role's main spec that its checks receive: every one but NOT_INPUTS, in the spec's order."""
+    return [name for name in role_options(role) if name not in NOT_INPUTS]
+
+
 def preload():
     """Read every role's spec (plugins/vars/preload.py calls this in the controller's main process, so that the
     worker processes Ansible forks for each task inherit them)."""
@@ -77,7 +101,7 @@ def _usable(spec, value):
     passes as a list, then a loop takes it letter by letter), a list, mapping or boolean where a string is
     expected (it would be written as Python's text of it), a boolean for a number."""
     declared = spec.get("type", "str")
-    if value is None:
+    if value is None or value == UNSET:
         return True  # not set: the role's checks say when a value is required
     if declared == "list" and not isinstance(value, (list, tuple)):
         return False
