@@ -6,7 +6,7 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import spec
+from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.inputs import spec as input_spec
 
 # The fleet model's inventory variables describe Ray cluster membership: fleet_facts documents them under
 # their ray_ names (the other roles read only its facts).
@@ -59,12 +59,12 @@ def test_a_checked_role_hands_its_checks_every_option_of_its_spec(role):
     tasks = (ROOT / "roles" / role / "tasks" / CHECKS_TASKS.get(role, "validate.yml")).read_text()
     assert f"lookup('rayvllm.fleet.role_inputs', '{role}')" in tasks, f"roles/{role}: its checks' inputs by hand"
     options = load(role, "meta", "argument_specs.yml")["argument_specs"]["main"].get("options") or {}
-    assert spec.input_names(role) == [name for name in options if name not in spec.NOT_INPUTS]
+    assert input_spec.input_names(role) == [name for name in options if name not in input_spec.NOT_INPUTS]
 
 
 def test_every_option_left_out_of_the_checks_exists_and_says_why():
     options = {}
     for role in ROLES:
         options.update(load(role, "meta", "argument_specs.yml")["argument_specs"].get("main", {}).get("options") or {})
-    assert sorted(set(spec.NOT_INPUTS) - set(options)) == []
-    assert all(len(why) > 20 for why in spec.NOT_INPUTS.values())
+    assert sorted(set(input_spec.NOT_INPUTS) - set(options)) == []
+    assert all(len(why) > 20 for why in input_spec.NOT_INPUTS.values())
