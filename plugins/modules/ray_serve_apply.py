@@ -58,7 +58,8 @@ options:
         C(http_host), C(http_port), C(proxy_location) (V(HeadOnly) or V(EveryNode)), C(env_vars), C(ingress_replicas),
         C(max_surge_percent) (0 for none; Ray 2.60 or later), C(model_sources) (model name to the path its replicas
         load; default its C(model_path)), C(code_version) (a digest of the shipped C(rayvllm_serve_ingress.py): a new
-        one rebuilds the application)."
+        one rebuilds the application), C(venv_version) (default: a digest of the record of what the venv of C(python)
+        holds, read on this host; a venv installed again at the same path rebuilds the application)."
       - Required with O(models).
     type: dict
   timeout:
@@ -162,6 +163,7 @@ waited_s:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.python_venv import record_digest
 from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.ray_state import read_token_file
 from ansible_collections.rayvllm.fleet.plugins.module_utils.checks.serve_models import supports_max_surge
 from ansible_collections.rayvllm.fleet.plugins.module_utils.clients.ray_serve import (
@@ -202,7 +204,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    settings = p["settings"] or {}
+    settings = dict(p["settings"] or {})
+    if p["models"] is not None and settings.get("python") and "venv_version" not in settings:
+        settings["venv_version"] = record_digest(settings["python"])
     if p["models"] is not None:
         missing = [k for k in REQUIRED_SETTINGS if settings.get(k) in (None, "")]
         if missing:

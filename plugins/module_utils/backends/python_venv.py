@@ -9,6 +9,7 @@ only when the record differs from the request, so a second run is a no-op and ch
 text is the one the python_venv role wrote before this module existed: venvs installed then are not reinstalled.
 """
 
+import hashlib
 import os
 import re
 
@@ -35,6 +36,18 @@ def marker_text(interpreter, requirements, args, remove=()):
     if remove:
         text += "remove: %s\n" % " ".join(remove)
     return text
+
+
+def record_digest(python):
+    """A digest of the record (MARKER) of the venv whose interpreter is ``python`` (``<venv>/bin/python``): it
+    changes whenever the venv is installed again with other requirements, at the same path. "" when there is no
+    record (an interpreter outside a venv of this collection, or a venv not installed yet)."""
+    marker = os.path.join(os.path.dirname(os.path.dirname(python)), MARKER)
+    try:
+        with open(marker, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()[:16]
+    except OSError:
+        return ""
 
 
 def install_commands(installer, venv, requirements, args, remove=(), uv=None, compile_bytecode=True):

@@ -64,13 +64,17 @@ def build_config(models, settings):
     env_vars (the replicas' environment: not secret, the Serve config shows it), ingress_replicas,
     max_surge_percent (0: none; only for Ray >= 2.60), model_sources ({name: path}: the staged
     revision of each model's weights; default its model_path), code_version (a digest of
-    rayvllm_serve_ingress.py: a new one rebuilds the application, so every replica runs the shipped code).
+    rayvllm_serve_ingress.py: a new one rebuilds the application, so every replica runs the shipped code),
+    venv_version (a digest of the record of what the venv of ``python`` holds: a venv reinstalled in place, at the
+    same path, rebuilds the application too, so no replica keeps running what the venv no longer holds).
     """
     sources = settings.get("model_sources") or {}
     env = dict(settings.get("env_vars") or {})
     env["PYTHONPATH"] = settings["ingress_dir"]
     if settings.get("code_version"):
         env["RAYVLLM_SERVE_CODE"] = settings["code_version"]
+    if settings.get("venv_version"):
+        env["RAYVLLM_SERVE_VENV"] = settings["venv_version"]
     llm_configs = []
     deployments = []
     surge = int(settings.get("max_surge_percent") or 0)

