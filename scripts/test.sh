@@ -11,13 +11,27 @@ unset PYTHONDONTWRITEBYTECODE
 start=$(date +%s)
 # Each phase says when it began (seconds into the run) and how busy the machine's CPUs were since the phase
 # before (100% = every core busy): where the time goes, and whether more could run beside it, from the CI log alone.
+# Then where those CPU seconds went (cgroup v1's cpuacct, in ns): the containers (the sandbox's hosts and the side
+# scenarios'), the jobs that run beside the stages (integration tests, sanity, the side scenarios' molecule: their
+# own cgroup, joined in in_background and start_side_scenarios_after) and the rest (the stage itself: pytest,
+# molecule, Ansible's controller).
 cpu_busy_total() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}' /proc/stat; }
+beside_cgroup=/sys/fs/cgroup/cpuacct/rayvllm-beside
+mkdir -p "$beside_cgroup" 2>/dev/null || true
+cgroup_ns() { cat "$1/cpuacct.usage" 2>/dev/null || echo 0; }
+cpu_ns() { echo "$(cgroup_ns /sys/fs/cgroup/cpuacct) $(cgroup_ns /sys/fs/cgroup/cpuacct/docker) $(cgroup_ns "$beside_cgroup")"; }
 read -r cpu_busy cpu_total < <(cpu_busy_total)
+read -r ns_all ns_containers ns_beside < <(cpu_ns)
 phase() {
-  local busy total
+  local busy total all containers beside split=""
   read -r busy total < <(cpu_busy_total)
-  echo "== $* (at $(($(date +%s) - start)) s; CPU busy $(((busy - cpu_busy) * 100 / (total - cpu_total + 1)))% since the last phase)"
-  cpu_busy=$busy cpu_total=$total
+  read -r all containers beside < <(cpu_ns)
+  if [ "$ns_all" != 0 ] && [ "$ns_containers" != 0 ]; then
+    split=": containers $(((containers - ns_containers) / 1000000000)) CPU-s, jobs beside\
+ $(((beside - ns_beside) / 1000000000)), the rest $(((all - ns_all - containers + ns_containers - beside + ns_beside) / 1000000000))"
+  fi
+  echo "== $* (at $(($(date +%s) - start)) s; CPU busy $(((busy - cpu_busy) * 100 / (total - cpu_total + 1)))% since the last phase$split)"
+  cpu_busy=$busy cpu_total=$total ns_all=$all ns_containers=$containers ns_beside=$beside
 }
 # The table printed at the run's end (and at a failure's): one row per stage, its seconds and its tests passed, failed
 # and skipped (scripts/stage-table.py reads each stage's pytest summary from its log).
@@ -162,6 +176,7 @@ start_side_scenarios_after() {
       until [ -e "$log.rc" ]; do sleep 10; done
     done
     echo "side scenarios started at $(($(date +%s) - start)) s" >.cache/side-started
+    echo "$BASHPID" >"$beside_cgroup/cgroup.procs" 2>/dev/null || true
     renice -n 10 -p "$BASHPID" >/dev/null
     side_containers_lowered &
     local lowering=$! rc=0
@@ -227,6 +242,7 @@ in_background() {
   shift
   rm -f "$log.rc"
   {
+    echo "$BASHPID" >"$beside_cgroup/cgroup.procs" 2>/dev/null || true
     rc=0 began=$(date +%s)
     RAYVLLM_INTEGRATION_TIMEOUT=3600 chrt --idle 0 "$@" || rc=$?
     echo "(ended at $(($(date +%s) - start)) s)"

@@ -95,17 +95,27 @@ def wait_for(predicate, timeout=180, interval=3):
     raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
 
 
+# Every playbook run's output, kept for reading after the run (CI's logs show where each stage's time went):
+# .cache/playbooks/<test>-<n>-<playbook>.log, the command on its first line.
+PLAYBOOK_LOGS = ROOT / ".cache" / "playbooks"
+_playbook_runs = iter(range(1, 1000000))
+
+
 def playbook(playbook_path, *extra, env=None, inventory=None):
     """Run a playbook of the repo against the sandbox (or another inventory); (return code, stdout + stderr)."""
     # MOLECULE_PROJECT_DIRECTORY: the sandbox inventory finds the controller's model copy through it.
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0",
                MOLECULE_PROJECT_DIRECTORY=str(ROOT), **(env or {}))  # fmt: skip
-    proc = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory or INVENTORY),
-         str(ROOT / playbook_path), *extra],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False,
-    )  # fmt: skip
-    return proc.returncode, proc.stdout + proc.stderr
+    command = [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(inventory or INVENTORY),
+               str(ROOT / playbook_path), *extra]  # fmt: skip
+    began = time.time()
+    proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False)
+    out = proc.stdout + proc.stderr
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[-1].split(" ")[0][:80] or "run"
+    PLAYBOOK_LOGS.mkdir(parents=True, exist_ok=True)
+    log = PLAYBOOK_LOGS / f"{test}-{next(_playbook_runs)}-{Path(playbook_path).stem}.log"
+    log.write_text(f"{shlex.join(command)}\n(rc {proc.returncode} after {time.time() - began:.0f} s)\n{out}")
+    return proc.returncode, out
 
 
 PROMETHEUS = f"http://{HEAD_IP}:9090"
