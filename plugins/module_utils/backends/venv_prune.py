@@ -14,7 +14,7 @@ install cut short, counts as oldest).
 import os
 import shutil
 
-MARKER = ".rayvllm-requirements"
+from ansible_collections.rayvllm.fleet.plugins.module_utils.backends.python_venv import MARKER
 
 
 def installed_venvs(root):
