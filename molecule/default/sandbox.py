@@ -111,7 +111,9 @@ def playbook(playbook_path, *extra, env=None, inventory=None):
     began = time.time()
     proc = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=2400, check=False)
     out = proc.stdout + proc.stderr
-    test = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[-1].split(" ")[0][:80] or "run"
+    # "path::test_name[param] (call)": the name and its parameters, in characters a file name may hold.
+    test = re.sub(r"[^\w.-]+", "_", os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[-1].split(" ")[0])[:80]
+    test = test or "run"
     PLAYBOOK_LOGS.mkdir(parents=True, exist_ok=True)
     log = PLAYBOOK_LOGS / f"{test}-{next(_playbook_runs)}-{Path(playbook_path).stem}.log"
     log.write_text(f"{shlex.join(command)}\n(rc {proc.returncode} after {time.time() - began:.0f} s)\n{out}")
