@@ -2,6 +2,7 @@
 the Ray state API, Prometheus' API, running the repository's playbooks, waiting."""
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -96,9 +97,9 @@ def wait_for(predicate, timeout=180, interval=3):
 
 
 # Every playbook run's output, kept for reading after the run (CI's logs show where each stage's time went):
-# .cache/playbooks/<test>-<n>-<playbook>.log, the command on its first line.
+# .cache/playbooks/<test>-<n>-<playbook>.log: the command, then its return code and seconds, then the output.
 PLAYBOOK_LOGS = ROOT / ".cache" / "playbooks"
-_playbook_runs = iter(range(1, 1000000))
+_playbook_runs = itertools.count(1)
 
 
 def playbook(playbook_path, *extra, env=None, inventory=None):
