@@ -1,6 +1,7 @@
 """How long cluster default's vLLM takes to serve again after a restart, split into "answers /health" and "the
-first completion" (its ranks compile a few kernels with torch's inductor on their first forward pass; the compile
-cache in Ray's temp directory, roles/vllm/vars/main.yml, makes that a cache load):
+first completion" (with torch.compile on, its ranks compile a few kernels with torch's inductor on their first
+forward pass, and the compile cache in Ray's temp directory, roles/vllm/vars/main.yml, makes that a cache load; the
+sandbox's inventory turns compile off, TORCHDYNAMO_DISABLE, see docs/benchmarks.md#compile-cache):
   1. vLLM restart, cache as the fleet has it; 2. vLLM restart again (cache warm);
   3. Ray restart on every node of the cluster, then vLLM (before the cache moved out of the Ray units'
      private /tmp, this one always compiled from scratch).
