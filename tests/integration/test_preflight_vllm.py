@@ -96,21 +96,23 @@ def test_vllm_venv_with_another_ray_fails_naming_the_host(run_preflight, tmp_pat
     assert rc != 0
     assert f"{venv} on node-a has Ray '2.59.0' but the cluster runs 2.60.0" in out
     # The play names as playbooks/vllm.yml has them now: a renamed play cannot leave a check that never fails.
-    install_play, serve_play = vllm_play_headers()
+    install_play, head_plays = vllm_play_headers()
     assert install_play in out, out[-3000:]
-    assert serve_play not in out, out[-3000:]
+    for play in head_plays:
+        assert play not in out, out[-3000:]
 
 
 def vllm_play_headers():
     """The headers Ansible prints ("PLAY [name]") for playbooks/vllm.yml's install play (every Ray node) and its
-    serve play (the heads only), found by their hosts; fails if the playbook no longer has exactly one of each."""
+    plays on the heads (serve, then the check that every head served), found by their hosts; fails if the playbook
+    no longer has exactly one install play and at least one play on the heads."""
     plays = yaml.safe_load((ROOT / "playbooks/vllm.yml").read_text())
     by_hosts = {}
     for play in plays:
         by_hosts.setdefault(play.get("hosts"), []).append(play["name"])
-    install, serve = by_hosts.get("ray_head:ray_workers", []), by_hosts.get("ray_head", [])
-    assert len(install) == 1 and len(serve) == 1, f"playbooks/vllm.yml's plays changed: {by_hosts}"
-    return f"PLAY [{install[0]}]", f"PLAY [{serve[0]}]"
+    install, heads = by_hosts.get("ray_head:ray_workers", []), by_hosts.get("ray_head", [])
+    assert len(install) == 1 and heads and len(by_hosts) == 2, f"playbooks/vllm.yml's plays changed: {by_hosts}"
+    return f"PLAY [{install[0]}]", [f"PLAY [{name}]" for name in heads]
 
 
 RAY_SERVE_MODEL = {
